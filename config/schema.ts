@@ -1,0 +1,148 @@
+/**
+ * The one configuration schema of rollout-stream (SPEC §9). Processing keys
+ * (`accumulate`, `postprocess`, `pack`) have fixed names; `kafka`, `topics`,
+ * `runtime` are ours. Unknown keys are rejected so a typo stops start-up.
+ * In the processing blocks `null` means "the key's default".
+ */
+import { z } from 'zod';
+
+/** `null` → default: SPEC §9 says null means the key's default. */
+function nullable<T extends z.ZodType>(schema: T, fallback: unknown) {
+  return z.preprocess((v) => (v === null || v === undefined ? fallback : v), schema);
+}
+
+const strictBool = (fallback: boolean) =>
+  nullable(z.boolean({ error: 'must be true or false (not 0/1 or a string)' }), fallback);
+
+const idList = z.preprocess(
+  (v) => (v === null || v === undefined ? [] : typeof v === 'number' ? [v] : v),
+  z.array(z.number().int({ error: 'token ids must be integers' })),
+);
+
+const optionalId = z.preprocess(
+  (v) => (v === undefined ? null : v),
+  z.number().int({ error: 'token id must be an integer' }).nullable(),
+);
+
+export const accumulateConfigSchema = z.strictObject({
+  allow_mixed_agents: strictBool(false),
+  group_timeout_ms: nullable(z.number().int().positive(), 1_800_000),
+  emitted_retention_ms: nullable(z.number().int().positive(), 86_400_000),
+  /** Grace after a batch's BatchEnd before its incomplete groups are dead-lettered. */
+  batch_end_grace_ms: nullable(z.number().int().nonnegative(), 5_000),
+});
+
+export const effortConfigSchema = z.strictObject({
+  low_weight: nullable(z.number(), 0.0),
+  low_penalty: nullable(z.number(), 1.0),
+  low_ub: nullable(z.number().positive(), 64000),
+  low_string: nullable(z.string(), ''),
+});
+
+export const rewardPenaltiesConfigSchema = z.strictObject({
+  penalize_duplicated_reasoning: strictBool(false),
+  penalize_empty_final_answer: strictBool(false),
+  penalize_unwanted_tokens: strictBool(false),
+  penalize_malformed_think_tag: strictBool(false),
+  token_ids: nullable(
+    z.strictObject({
+      unwanted: idList,
+      think_open: optionalId,
+      think_close: optionalId,
+    }),
+    {},
+  ),
+  thinking_tags: nullable(
+    z.array(z.string()).min(2, { error: 'thinking_tags needs two entries: [open, close]' }),
+    ['<think>', '</think>'],
+  ),
+  /** Local Hugging Face tokenizer.json; relative paths are relative to the config file. */
+  tokenizer_path: z.string().nullable().default(null),
+});
+
+export const lengthPenaltyConfigSchema = z.strictObject({
+  enabled: strictBool(false),
+  coef: nullable(z.number(), 1.0),
+  correct_threshold: nullable(z.number(), 0.0),
+});
+
+export const postprocessConfigSchema = z.strictObject({
+  max_total_tokens_per_sample: nullable(z.number().int().positive(), 65536),
+  mask_env_flagged_samples: strictBool(true),
+  identity_group_size: z.number().int().positive().nullable().default(null),
+  effort: nullable(effortConfigSchema, {}),
+  /** null or absent: no penalties. */
+  reward_penalties: rewardPenaltiesConfigSchema.nullable().default(null),
+  length_penalty: nullable(lengthPenaltyConfigSchema, {}),
+});
+
+export const packConfigSchema = z.strictObject({
+  pad_values: nullable(z.record(z.string(), z.number().int()), { token_ids: 0 }),
+  include_message_violation_fields: strictBool(false),
+  /** Integer dtype of packed routed experts (reference default int16). */
+  routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
+  /** Packing backend: `typed` (plain typed arrays) or `tfjs` (tfjs-core ops). */
+  backend: nullable(z.enum(['typed', 'tfjs']), 'typed'),
+});
+
+const saslSchema = z.discriminatedUnion('mechanism', [
+  z.strictObject({ mechanism: z.literal('plain'), username: z.string(), password: z.string() }),
+  z.strictObject({ mechanism: z.literal('scram-sha-256'), username: z.string(), password: z.string() }),
+  z.strictObject({ mechanism: z.literal('scram-sha-512'), username: z.string(), password: z.string() }),
+]);
+
+const tlsSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  ca_file: z.string().nullable().default(null),
+  cert_file: z.string().nullable().default(null),
+  key_file: z.string().nullable().default(null),
+  reject_unauthorized: z.boolean().default(true),
+});
+
+export const kafkaConfigSchema = z.strictObject({
+  brokers: z.array(z.string().min(1)).min(1).default(['127.0.0.1:9092']),
+  schema_registry_url: z.url().default('http://127.0.0.1:8081/apis/ccompat/v7'),
+  client_id: z.string().min(1).default('rollout-stream'),
+  sasl: saslSchema.nullable().default(null),
+  tls: tlsSchema.nullable().default(null),
+  registry_auth: z
+    .strictObject({ username: z.string(), password: z.string() })
+    .nullable()
+    .default(null),
+  /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
+  max_message_bytes: z.number().int().positive().default(67_108_864),
+  compression: z.enum(['none', 'gzip']).default('none'),
+});
+
+export const topicsConfigSchema = z.strictObject({
+  prefix: z.string().default(''),
+  partitions: z.number().int().positive().default(4),
+  replication_factor: z.number().int().positive().default(1),
+});
+
+export const runtimeConfigSchema = z.strictObject({
+  stages: z.array(z.enum(['accumulate', 'postprocess', 'pack'])).default(['accumulate', 'postprocess', 'pack']),
+  metrics_port: z.number().int().min(0).max(65535).default(9464),
+  max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
+  transaction_timeout_ms: z.number().int().positive().default(60_000),
+});
+
+export const configSchema = z.strictObject({
+  accumulate: nullable(accumulateConfigSchema, {}),
+  postprocess: nullable(postprocessConfigSchema, {}),
+  pack: nullable(packConfigSchema, {}),
+  kafka: nullable(kafkaConfigSchema, {}),
+  topics: nullable(topicsConfigSchema, {}),
+  runtime: nullable(runtimeConfigSchema, {}),
+});
+
+export type Config = z.output<typeof configSchema>;
+export type AccumulateConfig = z.output<typeof accumulateConfigSchema>;
+export type PostprocessConfig = z.output<typeof postprocessConfigSchema>;
+export type EffortConfig = z.output<typeof effortConfigSchema>;
+export type RewardPenaltiesConfig = z.output<typeof rewardPenaltiesConfigSchema>;
+export type LengthPenaltyConfig = z.output<typeof lengthPenaltyConfigSchema>;
+export type PackConfig = z.output<typeof packConfigSchema>;
+export type KafkaConfig = z.output<typeof kafkaConfigSchema>;
+export type TopicsConfig = z.output<typeof topicsConfigSchema>;
+export type RuntimeConfig = z.output<typeof runtimeConfigSchema>;

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Local single-node Apache Kafka (KRaft) and a Confluent-API schema registry
+# (Apicurio Registry, KafkaSQL storage: its schemas live in the broker).
+# Both bind to loopback. Artifacts come from Maven Central through
+# infra/kafka/pom.xml into .local/ (git-ignored); data lives in .local/kafka.
+#
+#   scripts/local-kafka.sh up|down|status|install|restart-broker
+#
+# Ports: RS_KAFKA_PORT (9092), RS_CONTROLLER_PORT (9093), RS_REGISTRY_PORT (8081).
+# Heaps: RS_KAFKA_HEAP (-Xmx1g -Xms256m), RS_REGISTRY_HEAP (-Xmx512m).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCAL="$ROOT/.local"
+LIBS="$LOCAL/kafka-libs"
+APIC="$LOCAL/apicurio"
+STATE="$LOCAL/kafka"
+KAFKA_PORT="${RS_KAFKA_PORT:-9092}"
+CONTROLLER_PORT="${RS_CONTROLLER_PORT:-9093}"
+REGISTRY_PORT="${RS_REGISTRY_PORT:-8081}"
+KAFKA_HEAP="${RS_KAFKA_HEAP:--Xmx1g -Xms256m}"
+REGISTRY_HEAP="${RS_REGISTRY_HEAP:--Xmx512m -Xms128m}"
+# Largest record the broker accepts (bytes). Topics, producers and consumers
+# are configured from the same figure (streams/limits.ts reads it too).
+MAX_MESSAGE_BYTES="${RS_MAX_MESSAGE_BYTES:-67108864}"
+POM="$ROOT/infra/kafka/pom.xml"
+
+log() { printf '[kafka] %s\n' "$*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+install_artifacts() {
+  local stamp
+  stamp="$(sha256sum "$POM" | cut -c1-16)"
+  if [[ -f "$LIBS/.stamp" && "$(cat "$LIBS/.stamp")" == "$stamp" && -f "$APIC/quarkus-run.jar" ]]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || { log "Maven (mvn) is required to fetch Kafka's jars"; exit 1; }
+  command -v java >/dev/null || { log "Java 17+ is required to run Kafka"; exit 1; }
+  log "fetching Apache Kafka and Apicurio Registry from Maven Central (first run only)…"
+  rm -rf "$LIBS" "$APIC"
+  mvn -q -B -f "$POM" dependency:copy-dependencies \
+    -DoutputDirectory="$LIBS" -DincludeScope=runtime >&2
+  local ver
+  ver="$(sed -n 's#.*<apicurio.version>\(.*\)</apicurio.version>.*#\1#p' "$POM")"
+  mvn -q -B -f "$POM" dependency:unpack \
+    -Dartifact="io.apicurio:apicurio-registry-app:${ver}:tar.gz:all" \
+    -DoutputDirectory="$APIC" >&2
+  echo "$stamp" > "$LIBS/.stamp"
+}
+
+write_config() {
+  mkdir -p "$STATE/data"
+  cat > "$STATE/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=${STATE}/data
+num.partitions=4
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=8
+group.initial.rebalance.delay.ms=0
+message.max.bytes=${MAX_MESSAGE_BYTES}
+replica.fetch.max.bytes=${MAX_MESSAGE_BYTES}
+socket.request.max.bytes=$((MAX_MESSAGE_BYTES * 2))
+log.retention.hours=168
+log.segment.bytes=268435456
+transaction.max.timeout.ms=900000
+EOF
+}
+
+java_cp() { echo "$LIBS/*"; }
+
+# Apicurio Registry 3.x is built for Java 21+; the broker runs on the
+# machine's Java 17. Use RS_REGISTRY_JAVA, else the newest JDK found.
+registry_java() {
+  if [[ -n "${RS_REGISTRY_JAVA:-}" ]]; then echo "$RS_REGISTRY_JAVA"; return; fi
+  local j
+  for j in /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-21-jdk-amd64 /usr/lib/jvm/java-21-openjdk-amd64; do
+    [[ -x "$j/bin/java" ]] && { echo "$j/bin/java"; return; }
+  done
+  echo java
+}
+
+kafka_java() {
+  # shellcheck disable=SC2086
+  java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+    -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -cp "$(java_cp)" "$@"
+}
+
+broker_up() {
+  if port_open "$KAFKA_PORT"; then
+    if pid_alive "$STATE/broker.pid"; then log "broker already up on 127.0.0.1:$KAFKA_PORT"; return 0; fi
+    log "port $KAFKA_PORT is taken by another process; set RS_KAFKA_PORT or KAFKA_BROKERS"; exit 1
+  fi
+  write_config
+  if [[ ! -f "$STATE/data/meta.properties" ]]; then
+    kafka_java kafka.tools.StorageTool format --standalone \
+      --cluster-id "$(kafka_java kafka.tools.StorageTool random-uuid)" \
+      --config "$STATE/server.properties" > "$STATE/format.log" 2>&1 \
+      || { cat "$STATE/format.log" >&2; exit 1; }
+  fi
+  local t0=$SECONDS
+  nohup bash -c "exec java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+      -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp '$(java_cp)' kafka.Kafka '$STATE/server.properties'" \
+      > "$STATE/broker.log" 2>&1 < /dev/null &
+  echo $! > "$STATE/broker.pid"
+  for _ in $(seq 1 120); do
+    if port_open "$KAFKA_PORT"; then log "broker up on 127.0.0.1:$KAFKA_PORT ($((SECONDS - t0)) s)"; return 0; fi
+    pid_alive "$STATE/broker.pid" || { tail -30 "$STATE/broker.log" >&2; log "broker exited during start-up"; exit 1; }
+    sleep 0.5
+  done
+  log "broker did not answer within 60 s; see $STATE/broker.log"; exit 1
+}
+
+registry_up() {
+  if port_open "$REGISTRY_PORT"; then
+    if pid_alive "$STATE/registry.pid"; then log "registry already up on http://127.0.0.1:$REGISTRY_PORT"; return 0; fi
+    log "port $REGISTRY_PORT is taken by another process; set RS_REGISTRY_PORT or SCHEMA_REGISTRY_URL"; exit 1
+  fi
+  local t0=$SECONDS
+  # shellcheck disable=SC2086
+  nohup "$(registry_java)" $REGISTRY_HEAP -XX:+UseSerialGC \
+      -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+      -Dapicurio.storage.kind=kafkasql \
+      -Dapicurio.kafkasql.bootstrap.servers="127.0.0.1:$KAFKA_PORT" \
+      -Dapicurio.kafkasql.topic=_schemas \
+      -Dapicurio.kafkasql.snapshots.topic=_schemas_snapshots \
+      -Dapicurio.rest.deletion.artifact.enabled=true \
+      -Dapicurio.rest.deletion.artifact-version.enabled=true \
+      -Dquarkus.log.level=WARN \
+      -jar "$APIC/quarkus-run.jar" > "$STATE/registry.log" 2>&1 < /dev/null &
+  echo $! > "$STATE/registry.pid"
+  for _ in $(seq 1 240); do
+    if curl -fs "http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7/subjects" >/dev/null 2>&1; then
+      log "registry up on http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7 ($((SECONDS - t0)) s)"; return 0
+    fi
+    pid_alive "$STATE/registry.pid" || { tail -30 "$STATE/registry.log" >&2; log "registry exited during start-up"; exit 1; }
+    sleep 0.5
+  done
+  log "registry did not answer within 120 s; see $STATE/registry.log"; exit 1
+}
+
+stop_pid() {
+  local name="$1" file="$2" pid
+  pid_alive "$file" || { rm -f "$file"; return 0; }
+  pid="$(cat "$file")"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop in 30 s; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$file"
+  log "$name stopped"
+}
+
+status() {
+  local b="127.0.0.1:$KAFKA_PORT" r="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
+  if port_open "$KAFKA_PORT"; then echo "kafka     $b  up"; else echo "kafka     $b  down"; fi
+  if curl -fs "$r/subjects" >/dev/null 2>&1; then echo "registry  $r  up"; else echo "registry  $r  down"; fi
+}
+
+case "${1:-}" in
+  install) install_artifacts ;;
+  up) install_artifacts; broker_up; registry_up ;;
+  down) stop_pid registry "$STATE/registry.pid"; stop_pid broker "$STATE/broker.pid" ;;
+  restart-broker) stop_pid broker "$STATE/broker.pid"; broker_up ;;
+  stop-broker) stop_pid broker "$STATE/broker.pid" ;;
+  start-broker) broker_up ;;
+  wipe) stop_pid registry "$STATE/registry.pid"; stop_pid broker "$STATE/broker.pid"; rm -rf "$STATE"; log "data removed" ;;
+  status) status ;;
+  *) echo "usage: $0 up|down|status|install|wipe|restart-broker" >&2; exit 2 ;;
+esac
