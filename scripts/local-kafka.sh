@@ -14,7 +14,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCAL="$ROOT/.local"
 LIBS="$LOCAL/kafka-libs"
 APIC="$LOCAL/apicurio"
-STATE="$LOCAL/kafka"
+STATE="${RS_KAFKA_STATE_DIR:-$LOCAL/kafka}"
 KAFKA_PORT="${RS_KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${RS_CONTROLLER_PORT:-9093}"
 REGISTRY_PORT="${RS_REGISTRY_PORT:-8081}"
@@ -170,6 +170,25 @@ status() {
   if curl -fs "$r/subjects" >/dev/null 2>&1; then echo "registry  $r  up"; else echo "registry  $r  down"; fi
 }
 
+external_status() {
+  local b ok=1 host port
+  IFS=',' read -ra list <<< "$KAFKA_BROKERS"
+  for b in "${list[@]}"; do
+    host="${b%:*}"; port="${b##*:}"
+    if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then echo "kafka     $b  up (external)"; else echo "kafka     $b  down (external)"; ok=0; fi
+  done
+  local r="${SCHEMA_REGISTRY_URL:-http://127.0.0.1:8081/apis/ccompat/v7}"
+  if curl -fs "$r/subjects" >/dev/null 2>&1; then echo "registry  $r  up"; else echo "registry  $r  down"; ok=0; fi
+  [[ $ok == 1 ]]
+}
+
+if [[ -n "${KAFKA_BROKERS:-}" ]]; then
+  case "${1:-}" in
+    up|down) log "KAFKA_BROKERS is set ($KAFKA_BROKERS): using it, nothing local is started or stopped"; external_status || true; exit 0 ;;
+    status) external_status; exit $? ;;
+  esac
+fi
+
 case "${1:-}" in
   install) install_artifacts ;;
   up) install_artifacts; broker_up; registry_up ;;
@@ -179,5 +198,22 @@ case "${1:-}" in
   start-broker) broker_up ;;
   wipe) stop_pid registry "$STATE/registry.pid"; stop_pid broker "$STATE/broker.pid"; rm -rf "$STATE"; log "data removed" ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status|install|wipe|restart-broker" >&2; exit 2 ;;
+  -h|--help|help|"")
+    cat <<USAGE
+usage: ./rollout-stream kafka <up|down|status>
+
+  up       fetch Kafka ${KAFKA_VERSION_HINT:-4.x} and Apicurio Registry from Maven Central (first run),
+           start the broker (KRaft, 127.0.0.1:$KAFKA_PORT) and the registry
+           (http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7); harmless when already up
+  down     stop both cleanly (data is kept in .local/kafka)
+  status   print the bootstrap servers and registry URL and whether each answers
+  wipe     stop both and delete the local data
+  restart-broker | stop-broker | start-broker   (used by failure tests)
+
+With KAFKA_BROKERS (and SCHEMA_REGISTRY_URL) set, nothing local is started:
+up/down say so and status probes those instead.
+Example: ./rollout-stream kafka up && ./rollout-stream kafka status
+USAGE
+    ;;
+  *) echo "unknown command '$1'; see ./rollout-stream kafka --help" >&2; exit 2 ;;
 esac

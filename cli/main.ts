@@ -1,0 +1,69 @@
+/**
+ * Entry point of `./rollout-stream <command>` for the commands implemented in
+ * TypeScript (the launcher handles `kafka` and `test` itself).
+ */
+import { reportError, wantsHelp, type Command } from './command.js';
+import { topicsCommand } from './topics.js';
+
+type Loader = () => Promise<Command>;
+
+const COMMANDS: Record<string, { summary: string; load: Loader }> = {
+  topics: { summary: topicsCommand.summary, load: async () => topicsCommand },
+  offline: {
+    summary: 'run a stage on JSON lines from stdin to stdout, no Kafka',
+    load: async () => (await import('./offline-command.js')).offlineCommand,
+  },
+  bench: {
+    summary: 'benchmarks (pack, e2e); each prints ratios against a baseline measured in the same run',
+    load: async () => (await import('./bench.js')).benchCommand,
+  },
+  demo: {
+    summary: 'the whole pipeline end to end on a local broker, with a summary',
+    load: async () => (await import('./demo.js')).demoCommand,
+  },
+};
+
+const LAUNCHER_ONLY: Record<string, string> = {
+  kafka: 'the local broker and registry: up | down | status',
+  test: 'every test suite (TypeScript and Python, unit and integration) on a real broker',
+};
+
+function help(): string {
+  const lines = [
+    'rollout-stream: RL rollouts from rollout workers to a Python trainer over Kafka',
+    '',
+    'usage: ./rollout-stream <command> [options]     (./rollout-stream <command> --help for details)',
+    '',
+    'commands:',
+  ];
+  const all = { ...Object.fromEntries(Object.entries(COMMANDS).map(([k, v]) => [k, v.summary])), ...LAUNCHER_ONLY };
+  for (const name of Object.keys(all).sort()) lines.push(`  ${name.padEnd(10)} ${all[name]}`);
+  lines.push('', 'Environment: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, ROLLOUT_STREAM_CONFIG, TOPIC_PREFIX (see README).');
+  lines.push('Example: ./rollout-stream demo');
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    console.log(help());
+    return 0;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    process.stderr.write(`unknown command '${name}'\n\n${help()}\n`);
+    return 2;
+  }
+  const command = await entry.load();
+  if (wantsHelp(rest)) {
+    console.log(command.usage);
+    return 0;
+  }
+  try {
+    return await command.run(rest);
+  } catch (e) {
+    return reportError(e, name);
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

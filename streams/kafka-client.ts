@@ -1,0 +1,70 @@
+/**
+ * Builds the kafkajs client from our config (brokers, SASL, TLS, sizes). The
+ * rest of `streams/` asks this module for clients so the client library stays
+ * behind one seam.
+ */
+import { readFileSync } from 'node:fs';
+import { Agent } from 'node:https';
+import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type SASLOptions } from 'kafkajs';
+import type { KafkaConfig } from '../config/schema.js';
+import { SchemaRegistryClient } from './schema-registry.js';
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= '1';
+
+function tlsOptions(config: KafkaConfig): KafkaJsConfig['ssl'] {
+  const tls = config.tls;
+  if (!tls?.enabled) return undefined;
+  return {
+    rejectUnauthorized: tls.reject_unauthorized,
+    ...(tls.ca_file ? { ca: [readFileSync(tls.ca_file, 'utf8')] } : {}),
+    ...(tls.cert_file ? { cert: readFileSync(tls.cert_file, 'utf8') } : {}),
+    ...(tls.key_file ? { key: readFileSync(tls.key_file, 'utf8') } : {}),
+  };
+}
+
+function saslOptions(config: KafkaConfig): SASLOptions | undefined {
+  const s = config.sasl;
+  if (!s) return undefined;
+  return { mechanism: s.mechanism, username: s.username, password: s.password } as SASLOptions;
+}
+
+const LEVELS: Record<string, logLevel> = {
+  nothing: logLevel.NOTHING,
+  error: logLevel.ERROR,
+  warn: logLevel.WARN,
+  info: logLevel.INFO,
+  debug: logLevel.DEBUG,
+};
+
+/** A kafkajs client for `config`; `clientSuffix` distinguishes the processes' client ids. */
+export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error'): Kafka {
+  const ssl = tlsOptions(config);
+  const sasl = saslOptions(config);
+  return new Kafka({
+    clientId: clientSuffix ? `${config.client_id}-${clientSuffix}` : config.client_id,
+    brokers: config.brokers,
+    ...(ssl ? { ssl } : {}),
+    ...(sasl ? { sasl } : {}),
+    connectionTimeout: 10_000,
+    requestTimeout: 60_000,
+    logLevel: LEVELS[level] ?? logLevel.ERROR,
+    retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 5_000 },
+  });
+}
+
+/** The registry client for `config` (basic auth and TLS pass through). */
+export function createRegistry(config: KafkaConfig): SchemaRegistryClient {
+  const tls = config.tls;
+  const agent =
+    tls?.enabled && config.schema_registry_url.startsWith('https:')
+      ? new Agent({
+          rejectUnauthorized: tls.reject_unauthorized,
+          ...(tls.ca_file ? { ca: readFileSync(tls.ca_file, 'utf8') } : {}),
+        })
+      : undefined;
+  return new SchemaRegistryClient({
+    url: config.schema_registry_url,
+    auth: config.registry_auth,
+    ...(agent ? { agent } : {}),
+  });
+}

@@ -1,0 +1,235 @@
+/**
+ * In-memory records (processors/types.ts) ↔ the plain objects avsc reads and
+ * writes for the schemas in `schemas/`. Tensors become byte views, free-form
+ * JSON becomes JSON text. No copies of tensor data in either direction except
+ * for unaligned views (see tensor-bytes.ts).
+ */
+import type {
+  BatchEnd,
+  JsonObject,
+  Message,
+  PenalizedGroup,
+  PenalizedRow,
+  PromptGroup,
+  RolloutRow,
+  Tensor,
+} from '../processors/types.js';
+import { bytesOf, float32From, int32From, isDType, typedArrayFrom } from './tensor-bytes.js';
+import { UndecodableError } from './wire-format.js';
+
+const NS = 'dev.rolloutstream.v1';
+export const ROW_BRANCH = `${NS}.RolloutRow`;
+export const BATCH_END_BRANCH = `${NS}.BatchEnd`;
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type AvroObject = Record<string, any>;
+
+function parseJsonObject(text: string, field: string): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (cause) {
+    throw new UndecodableError(`${field} is not valid JSON`, { cause });
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new UndecodableError(`${field} must be a JSON object`);
+  }
+  return value as JsonObject;
+}
+
+function tensorToAvro(t: Tensor): AvroObject {
+  return { dtype: t.dtype, shape: t.shape, data: bytesOf(t.data) };
+}
+
+function tensorFromAvro(o: AvroObject): Tensor {
+  if (!isDType(o.dtype)) throw new UndecodableError(`unknown tensor dtype ${JSON.stringify(o.dtype)}`);
+  return { dtype: o.dtype, shape: o.shape.map(Number), data: typedArrayFrom(o.dtype, o.data) };
+}
+
+function mediaToAvro(media: Record<string, Tensor> | null | undefined): AvroObject | null {
+  if (!media) return null;
+  const out: AvroObject = {};
+  for (const [k, v] of Object.entries(media)) out[k] = tensorToAvro(v);
+  return out;
+}
+
+function mediaFromAvro(media: AvroObject | null): Record<string, Tensor> | null {
+  if (!media) return null;
+  const out: Record<string, Tensor> = {};
+  for (const [k, v] of Object.entries(media)) out[k] = tensorFromAvro(v as AvroObject);
+  return out;
+}
+
+export function messageToAvro(m: Message): AvroObject {
+  return {
+    role: m.role,
+    token_ids: bytesOf(m.token_ids),
+    generation_logprobs: m.generation_logprobs ? bytesOf(m.generation_logprobs) : null,
+    routed_experts: m.routed_experts ? tensorToAvro(m.routed_experts) : null,
+    has_malformed_thinking: m.has_malformed_thinking ?? null,
+    is_invalid_tool_call: m.is_invalid_tool_call ?? null,
+    content: m.content ?? null,
+    media: mediaToAvro(m.media),
+  };
+}
+
+export function messageFromAvro(o: AvroObject): Message {
+  try {
+    return {
+      role: o.role,
+      token_ids: int32From(o.token_ids),
+      generation_logprobs: o.generation_logprobs ? float32From(o.generation_logprobs) : null,
+      routed_experts: o.routed_experts ? tensorFromAvro(o.routed_experts) : null,
+      has_malformed_thinking: o.has_malformed_thinking,
+      is_invalid_tool_call: o.is_invalid_tool_call,
+      content: o.content,
+      media: mediaFromAvro(o.media),
+    };
+  } catch (cause) {
+    if (cause instanceof UndecodableError) throw cause;
+    throw new UndecodableError(`message tensor bytes are malformed: ${(cause as Error).message}`, { cause });
+  }
+}
+
+export function rowToAvro(r: RolloutRow): AvroObject {
+  return {
+    batch_id: r.batch_id,
+    group_id: r.group_id,
+    group_index: r.group_index,
+    row_index: r.row_index,
+    num_generations: r.num_generations,
+    prompt_idx: r.prompt_idx,
+    task_index: r.task_index ?? null,
+    agent_ref: JSON.stringify(r.agent_ref),
+    weight_version: r.weight_version,
+    instance_label: r.instance_label ?? null,
+    request: JSON.stringify(r.request),
+    input_message_log: r.input_message_log.map(messageToAvro),
+    message_log: r.message_log.map(messageToAvro),
+    full_result: JSON.stringify(r.full_result),
+    timing: r.timing ?? null,
+    produced_at: r.produced_at ?? null,
+  };
+}
+
+export function rowFromAvro(o: AvroObject): RolloutRow {
+  return {
+    batch_id: o.batch_id,
+    group_id: o.group_id,
+    group_index: o.group_index,
+    row_index: o.row_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    task_index: o.task_index,
+    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    weight_version: o.weight_version,
+    instance_label: o.instance_label,
+    request: parseJsonObject(o.request, 'request'),
+    input_message_log: o.input_message_log.map(messageFromAvro),
+    message_log: o.message_log.map(messageFromAvro),
+    full_result: parseJsonObject(o.full_result, 'full_result'),
+    timing: o.timing,
+    produced_at: o.produced_at,
+  };
+}
+
+export type RowCompletedEvent = { kind: 'row'; row: RolloutRow } | { kind: 'batch_end'; end: BatchEnd };
+
+export function rowCompletedToAvro(e: RowCompletedEvent): AvroObject {
+  return e.kind === 'row'
+    ? { event: { [ROW_BRANCH]: rowToAvro(e.row) } }
+    : { event: { [BATCH_END_BRANCH]: { batch_id: e.end.batch_id, num_rows: e.end.num_rows } } };
+}
+
+export function rowCompletedFromAvro(o: AvroObject): RowCompletedEvent {
+  const ev = o.event as AvroObject;
+  if (ev[ROW_BRANCH]) return { kind: 'row', row: rowFromAvro(ev[ROW_BRANCH]) };
+  if (ev[BATCH_END_BRANCH]) return { kind: 'batch_end', end: { ...ev[BATCH_END_BRANCH] } as BatchEnd };
+  throw new UndecodableError('row-completed event is neither a RolloutRow nor a BatchEnd');
+}
+
+export function groupToAvro(g: PromptGroup): AvroObject {
+  return {
+    group_id: g.group_id,
+    batch_id: g.batch_id,
+    group_index: g.group_index,
+    num_generations: g.num_generations,
+    prompt_idx: g.prompt_idx,
+    task_index: g.task_index,
+    rows: g.rows.map(rowToAvro),
+  };
+}
+
+export function groupFromAvro(o: AvroObject): PromptGroup {
+  return {
+    group_id: o.group_id,
+    batch_id: o.batch_id,
+    group_index: o.group_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    task_index: o.task_index,
+    rows: o.rows.map(rowFromAvro),
+  };
+}
+
+function penalizedRowToAvro(r: PenalizedRow): AvroObject {
+  return {
+    row_index: r.row_index,
+    total_reward: r.total_reward,
+    original_reward: r.original_reward,
+    truncated: r.truncated,
+    mask_sample: r.mask_sample,
+    reward_components: r.reward_components,
+    violation_counts: { ...r.violation_counts },
+    agent_ref: JSON.stringify(r.agent_ref),
+    weight_version: r.weight_version,
+    message_log: r.message_log.map(messageToAvro),
+  };
+}
+
+function penalizedRowFromAvro(o: AvroObject): PenalizedRow {
+  return {
+    row_index: o.row_index,
+    total_reward: o.total_reward,
+    original_reward: o.original_reward,
+    truncated: o.truncated,
+    mask_sample: o.mask_sample,
+    reward_components: o.reward_components,
+    violation_counts: { ...o.violation_counts },
+    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    weight_version: o.weight_version,
+    message_log: o.message_log.map(messageFromAvro),
+  };
+}
+
+export function penalizedToAvro(g: PenalizedGroup): AvroObject {
+  return {
+    group_id: g.group_id,
+    batch_id: g.batch_id,
+    group_index: g.group_index,
+    num_generations: g.num_generations,
+    prompt_idx: g.prompt_idx,
+    weight_version: g.weight_version,
+    task_index: g.task_index,
+    rows: g.rows.map(penalizedRowToAvro),
+    prompt: g.prompt.map(messageToAvro),
+    reward_component_names: g.reward_component_names,
+    metrics: g.metrics,
+  };
+}
+
+export function penalizedFromAvro(o: AvroObject): PenalizedGroup {
+  return {
+    group_id: o.group_id,
+    batch_id: o.batch_id,
+    group_index: o.group_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    weight_version: o.weight_version,
+    task_index: o.task_index,
+    rows: o.rows.map(penalizedRowFromAvro),
+    prompt: o.prompt.map(messageFromAvro),
+    reward_component_names: o.reward_component_names,
+    metrics: o.metrics,
+  };
+}
