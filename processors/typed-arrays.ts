@@ -1,0 +1,90 @@
+/**
+ * Typed-array plumbing for the pack stage: one constructor per dtype and the
+ * int64-as-two-int32-words trick that lets int32 token ids be widened into a
+ * BigInt64Array without creating a BigInt per token.
+ */
+import type { DType, TypedArray } from './types.js';
+
+type TypedArrayCtor = new (length: number) => TypedArray;
+
+const CTORS: Record<DType, TypedArrayCtor> = {
+  bool: Uint8Array,
+  uint8: Uint8Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  float32: Float32Array,
+  float64: Float64Array,
+};
+
+/** A zero-filled typed array of `dtype` with `length` elements (`bool` is 0/1 bytes). */
+export function allocTyped(dtype: DType, length: number): TypedArray {
+  return new CTORS[dtype](length);
+}
+
+/** Whether `data` is the in-memory array class of `dtype` (see `Tensor`). */
+export function matchesDType(data: TypedArray, dtype: DType): boolean {
+  return data instanceof (CTORS[dtype] as unknown as typeof Uint8Array);
+}
+
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+// The word view below puts the low half of each int64 first; that is only
+// true on little-endian hosts (x86-64, arm64 as configured by Node).
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+if (!LITTLE_ENDIAN) throw new Error('rollout-stream packing assumes a little-endian host');
+
+/** An Int32Array over the same memory as `a`: element 2i is the low word of a[i], 2i+1 the high word. */
+export function int64Words(a: BigInt64Array): Int32Array {
+  return new Int32Array(a.buffer, a.byteOffset, a.length * 2);
+}
+
+/**
+ * Writes `src` (int32) sign-extended into the int64 array whose word view is
+ * `words`, starting at int64 element `at`. A loop over words instead of
+ * `BigInt(v)` per element: BigInt allocation made this the slowest copy of
+ * the pack stage by an order of magnitude.
+ */
+export function writeInt32AsInt64(words: Int32Array, at: number, src: Int32Array): void {
+  const n = src.length;
+  let k = at * 2;
+  for (let j = 0; j < n; j++) {
+    const v = src[j]!;
+    words[k] = v;
+    words[k + 1] = v >> 31;
+    k += 2;
+  }
+}
+
+/**
+ * Copies `src` into `dst` starting at element `at` with the conversions of
+ * `TypedArray.set` (integers wrap to the destination width), going element
+ * by element only when exactly one side is BigInt64, which `set` refuses.
+ */
+export function copyElements(dst: TypedArray, at: number, src: TypedArray): void {
+  if (src instanceof BigInt64Array) {
+    if (dst instanceof BigInt64Array) {
+      dst.set(src, at);
+      return;
+    }
+    const d = dst as Int32Array;
+    for (let j = 0; j < src.length; j++) d[at + j] = Number(src[j]!);
+    return;
+  }
+  if (dst instanceof BigInt64Array) {
+    const words = int64Words(dst);
+    const s = src as Int32Array;
+    for (let j = 0, k = at * 2; j < s.length; j++, k += 2) {
+      const v = s[j]!;
+      words[k] = v;
+      words[k + 1] = v >> 31;
+    }
+    return;
+  }
+  (dst as Int32Array).set(src as Int32Array, at);
+}
