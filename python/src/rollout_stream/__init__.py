@@ -1,0 +1,1 @@
+"""Trainer-side client for the ``rollout.packed`` topic."""
