@@ -79,7 +79,16 @@ export function loadTokenizer(tokenizerPath: string, configDir: string): TagEnco
     throw new ConfigError(`${KEY}.tokenizer_path`, `cannot load tokenizer ${path}: ${why}`, { cause });
   }
   return {
-    encodeWithoutSpecialTokens: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+    encodeWithoutSpecialTokens: (text) => {
+      try {
+        return tokenizer.encode(text, { add_special_tokens: false }).ids;
+      } catch (cause) {
+        const why = cause instanceof Error ? cause.message : String(cause);
+        throw new ConfigError(`${KEY}.tokenizer_path`, `tokenizer ${path} cannot encode ${JSON.stringify(text)}: ${why}`, {
+          cause,
+        });
+      }
+    },
   };
 }
 
