@@ -48,7 +48,7 @@ describe('reward components', () => {
   });
 
   test('the first row whose components do not sum to its reward is reported', () => {
-    const comps = [{ x: 0.5, y: 0.5 }, null, { x: 0.2 }, { x: 9 }];
+    const comps: (Record<string, number> | null)[] = [{ x: 0.5, y: 0.5 }, null, { x: 0.2 }, { x: 9 }];
     const found = findRewardComponentMismatch([1.0, 7, 0.5, 1], comps);
     expect(found?.index).toBe(2);
     expect(found?.message).toContain('reward=0.5');
