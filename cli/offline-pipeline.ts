@@ -1,0 +1,216 @@
+/**
+ * The stages of `offline` chained in memory (SPEC §9): JSON-form lines in,
+ * JSON-form records out through an `emit` callback, no Kafka and no clock.
+ * The same pure processors as the Kafka stages do the work; this module only
+ * routes records between them and turns bad input into dead letters.
+ *
+ * Offline time stands still (now = 0): nothing times out, a BatchEnd with a
+ * zero grace closes its batch at once, and end of input acts as BatchEnd for
+ * every open batch with the grace elapsed. Batch metrics are written at end
+ * of input, one line per batch with at least one emitted group, over the
+ * rows of its emitted groups in group-index order.
+ */
+import type { Config } from '../config/schema.js';
+import {
+  accumulateBatchEnd,
+  accumulateRow,
+  createAccumulatorState,
+  finishInput,
+  type AccumulateResult,
+} from '../processors/group-accumulator.js';
+import { packGroup } from '../processors/pack.js';
+import {
+  computeBatchMetrics,
+  postprocessGroup,
+  type MetricRow,
+  type ResolvedPostprocessConfig,
+} from '../processors/postprocess.js';
+import { validateRow } from '../processors/row-validation.js';
+import type { DeadLetterDecision, DeadLetterReason, PenalizedGroup, PromptGroup } from '../processors/types.js';
+import { JsonFormError, parseJsonLine, type JsonLine } from '../schemas/json-form.js';
+
+export const OFFLINE_STAGES = ['accumulate', 'postprocess', 'pack', 'all'] as const;
+export type OfflineStage = (typeof OFFLINE_STAGES)[number];
+
+/** A record `offline` writes: every line kind of the JSON form except input rows and BatchEnds. */
+export type OfflineOutput = Extract<JsonLine, { kind: 'group' | 'penalized' | 'packed' | 'metrics' | 'dead_letter' }>;
+
+export interface OfflineCounts {
+  lines: number;
+  groups: number;
+  penalized: number;
+  packed: number;
+  metrics: number;
+  replays: number;
+  dead_letters: Partial<Record<DeadLetterReason, number>>;
+}
+
+const INPUT_KIND: Record<OfflineStage, JsonLine['kind'][]> = {
+  accumulate: ['row', 'batch_end'],
+  postprocess: ['group'],
+  pack: ['penalized'],
+  all: ['row', 'batch_end'],
+};
+
+const NOW = 0;
+
+export class OfflinePipeline {
+  readonly counts: OfflineCounts = { lines: 0, groups: 0, penalized: 0, packed: 0, metrics: 0, replays: 0, dead_letters: {} };
+  private readonly accumulator = createAccumulatorState();
+  /** batch id → emitted groups' metric rows, for batch metrics at the end. */
+  private readonly batchRows = new Map<string, Array<{ group_index: number; rows: MetricRow[] }>>();
+
+  constructor(
+    readonly stage: OfflineStage,
+    private readonly config: Config,
+    private readonly postprocessConfig: ResolvedPostprocessConfig,
+    private readonly emit: (out: OfflineOutput) => void,
+  ) {}
+
+  /** Processes one input line (blank lines are skipped). */
+  feed(text: string): void {
+    if (text.trim() === '') return;
+    this.counts.lines += 1;
+    let line: JsonLine;
+    try {
+      line = parseJsonLine(text);
+    } catch (e) {
+      if (!(e instanceof JsonFormError)) throw e;
+      this.deadLetter(undecodable(`line ${this.counts.lines}: ${e.message}`, text));
+      return;
+    }
+    if (!INPUT_KIND[this.stage].includes(line.kind)) {
+      const wanted = INPUT_KIND[this.stage].join(' or ');
+      this.deadLetter(undecodable(`line ${this.counts.lines}: a ${line.kind} line is not input of offline ${this.stage} (expects ${wanted})`, text));
+      return;
+    }
+    switch (line.kind) {
+      case 'row':
+        this.accumulated(accumulateRow(this.accumulator, { record: line.record, payload: utf8(text) }, this.config.accumulate, NOW));
+        return;
+      case 'batch_end':
+        this.accumulated(accumulateBatchEnd(this.accumulator, line.end, this.config.accumulate, NOW));
+        return;
+      case 'group':
+        this.groupFromInput(line.group);
+        return;
+      case 'penalized':
+        this.pack(line.group);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** End of input: open groups become `incomplete_group`, then the batch metrics lines. */
+  finish(): void {
+    if (this.stage === 'accumulate' || this.stage === 'all') {
+      this.accumulated(finishInput(this.accumulator, this.config.accumulate, NOW));
+    }
+    for (const [batchId, groups] of this.batchRows) {
+      const rows = [...groups].sort((a, b) => a.group_index - b.group_index).flatMap((g) => g.rows);
+      const values = computeBatchMetrics(rows, this.postprocessConfig);
+      this.counts.metrics += 1;
+      this.emit({ kind: 'metrics', metrics: { scope: 'batch', group_id: null, batch_id: batchId, values } });
+    }
+    this.batchRows.clear();
+  }
+
+  private accumulated(out: AccumulateResult): void {
+    this.counts.replays += out.replays;
+    for (const d of out.deadLetters) this.deadLetter(d);
+    for (const { group } of out.groups) {
+      this.counts.groups += 1;
+      if (this.stage === 'accumulate') this.emit({ kind: 'group', group });
+      else this.postprocess(group);
+    }
+  }
+
+  /** A group line is checked like accumulate output would be before postprocess sees it. */
+  private groupFromInput(group: PromptGroup): void {
+    for (const record of group.rows) {
+      const checked = validateRow(record);
+      if (!checked.ok) {
+        this.deadLetter(groupLetter(group, checked.reason, `row ${checked.row_index ?? '?'}: ${checked.message}`));
+        return;
+      }
+    }
+    this.counts.groups += 1;
+    this.postprocess(group);
+  }
+
+  private postprocess(group: PromptGroup): void {
+    let result: ReturnType<typeof postprocessGroup>;
+    try {
+      result = postprocessGroup(group, this.postprocessConfig);
+    } catch (e) {
+      this.deadLetter(groupLetter(group, 'processing_error', `postprocess failed: ${(e as Error).message}`));
+      return;
+    }
+    if (!result.ok) {
+      this.deadLetter(result.deadLetter);
+      return;
+    }
+    this.counts.penalized += 1;
+    if (this.stage === 'postprocess') this.emit({ kind: 'penalized', group: result.penalized });
+    else this.pack(result.penalized);
+    this.counts.metrics += 1;
+    this.emit({
+      kind: 'metrics',
+      metrics: { scope: 'group', group_id: group.group_id, batch_id: group.batch_id, values: result.metrics },
+    });
+    const batch = this.batchRows.get(group.batch_id) ?? [];
+    batch.push({ group_index: group.group_index, rows: result.metricRows });
+    this.batchRows.set(group.batch_id, batch);
+  }
+
+  private pack(group: PenalizedGroup): void {
+    let packed: ReturnType<typeof packGroup>;
+    try {
+      packed = packGroup(group, this.config.pack);
+    } catch (e) {
+      this.deadLetter(groupLetter(group, 'processing_error', `pack failed: ${(e as Error).message}`));
+      return;
+    }
+    this.counts.packed += 1;
+    this.emit({ kind: 'packed', packed });
+  }
+
+  private deadLetter(d: DeadLetterDecision): void {
+    this.counts.dead_letters[d.reason] = (this.counts.dead_letters[d.reason] ?? 0) + 1;
+    this.emit({ kind: 'dead_letter', deadLetter: d });
+  }
+}
+
+function utf8(text: string): Uint8Array {
+  return new TextEncoder().encode(text);
+}
+
+function undecodable(message: string, text: string): DeadLetterDecision {
+  return {
+    reason: 'undecodable',
+    message,
+    group_id: null,
+    batch_id: null,
+    row_indices: [],
+    missing_row_indices: [],
+    payloads: [utf8(text)],
+  };
+}
+
+function groupLetter(
+  group: { group_id: string; batch_id: string; rows: Array<{ row_index: number }> },
+  reason: DeadLetterReason,
+  message: string,
+): DeadLetterDecision {
+  const indices = Array.isArray(group.rows) ? group.rows.map((r) => r?.row_index).filter(Number.isInteger) : [];
+  return {
+    reason,
+    message,
+    group_id: typeof group.group_id === 'string' ? group.group_id : null,
+    batch_id: typeof group.batch_id === 'string' ? group.batch_id : null,
+    row_indices: indices,
+    missing_row_indices: [],
+    payloads: [],
+  };
+}
