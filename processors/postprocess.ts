@@ -181,6 +181,6 @@ export function postprocessGroup(group: PromptGroup, cfg: ResolvedPostprocessCon
  * the batch metrics with the same names and definitions (effort, penalty
  * and reward-diagnostic metrics included). Empty input gives no keys.
  */
-export function computeBatchMetrics(rows: MetricRow[], cfg: ResolvedPostprocessConfig): Record<string, number> {
+export function computeBatchMetrics(rows: readonly MetricRow[], cfg: ResolvedPostprocessConfig): Record<string, number> {
   return computeRolloutMetrics(rows, cfg);
 }
