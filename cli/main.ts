@@ -9,14 +9,6 @@ type Loader = () => Promise<Command>;
 
 const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   topics: { summary: topicsCommand.summary, load: async () => topicsCommand },
-  offline: {
-    summary: 'run a stage on JSON lines from stdin to stdout, no Kafka',
-    load: async () => (await import('./offline-command.js')).offlineCommand,
-  },
-  bench: {
-    summary: 'benchmarks (pack, e2e); each prints ratios against a baseline measured in the same run',
-    load: async () => (await import('./bench.js')).benchCommand,
-  },
   demo: {
     summary: 'the whole pipeline end to end on a local broker, with a summary',
     load: async () => (await import('./demo.js')).demoCommand,

@@ -6,7 +6,8 @@
 #
 #   scripts/local-kafka.sh up|down|status|install|restart-broker
 #
-# Ports: RS_KAFKA_PORT (9092), RS_CONTROLLER_PORT (9093), RS_REGISTRY_PORT (8081).
+# Ports: RS_KAFKA_PORT (9092), RS_CONTROLLER_PORT (9093), RS_REGISTRY_PORT (8081),
+# RS_REGISTRY_MGMT_PORT (registry port + 1: its health/metrics interface).
 # Heaps: RS_KAFKA_HEAP (-Xmx1g -Xms256m), RS_REGISTRY_HEAP (-Xmx512m).
 set -euo pipefail
 
@@ -18,6 +19,7 @@ STATE="${RS_KAFKA_STATE_DIR:-$LOCAL/kafka}"
 KAFKA_PORT="${RS_KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${RS_CONTROLLER_PORT:-9093}"
 REGISTRY_PORT="${RS_REGISTRY_PORT:-8081}"
+REGISTRY_MGMT_PORT="${RS_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 KAFKA_HEAP="${RS_KAFKA_HEAP:--Xmx1g -Xms256m}"
 REGISTRY_HEAP="${RS_REGISTRY_HEAP:--Xmx512m -Xms128m}"
 # Largest record the broker accepts (bytes). Topics, producers and consumers
@@ -134,6 +136,7 @@ registry_up() {
   # shellcheck disable=SC2086
   nohup "$(registry_java)" $REGISTRY_HEAP -XX:+UseSerialGC \
       -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
+      -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$REGISTRY_MGMT_PORT" -Dquarkus.otel.sdk.disabled=true \
       -Dapicurio.storage.kind=kafkasql \
       -Dapicurio.kafkasql.bootstrap.servers="127.0.0.1:$KAFKA_PORT" \
       -Dapicurio.kafkasql.topic=_schemas \

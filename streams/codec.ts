@@ -30,6 +30,12 @@ interface Mapping<T> {
 
 const identity = { toAvro: (v: any) => v, fromAvro: (o: any) => o };
 
+/** Offsets are strings in memory (never JS numbers in our API) and Avro longs on the wire. */
+const deadLetterMapping: Mapping<DeadLetterRecord> = {
+  toAvro: (d) => ({ ...d, records: d.records.map((r) => ({ ...r, offset: Number(r.offset) })) }),
+  fromAvro: (o) => ({ ...o, records: o.records.map((r: any) => ({ ...r, offset: String(r.offset) })) }),
+};
+
 export interface RecordTypes {
   rowCompleted: RowCompletedEvent;
   groupComplete: PromptGroup;
@@ -44,15 +50,16 @@ const MAPPINGS: { [K in RecordKind]: Mapping<RecordTypes[K]> } = {
   groupComplete: { toAvro: groupToAvro, fromAvro: groupFromAvro },
   penalized: { toAvro: penalizedToAvro, fromAvro: penalizedFromAvro },
   packed: { toAvro: packedToAvro, fromAvro: packedFromAvro },
-  deadLetter: identity,
+  deadLetter: deadLetterMapping,
   metrics: identity,
 };
 
-const TYPE_OPTIONS = { wrapUnions: 'auto' as const };
+// A fresh options object per call: avsc stores its type registry in it.
+const typeOptions = () => ({ wrapUnions: 'auto' as const });
 
 /** The avsc type of a record kind's current (reader) schema. */
 export function avroType(kind: RecordKind): avro.Type {
-  return avro.Type.forSchema(avroSchema(kind) as avro.Schema, TYPE_OPTIONS);
+  return avro.Type.forSchema(avroSchema(kind) as avro.Schema, typeOptions());
 }
 
 /** Encodes/decodes the Avro body only (no framing, no registry): used by tests and the JSON tools. */
@@ -127,7 +134,7 @@ export class TopicCodec<K extends RecordKind> extends AvroBodyCodec<K> {
   }
 
   private async resolverFor(id: number): Promise<avro.Resolver | null> {
-    const writer = avro.Type.forSchema((await this.registry.schemaById(id)) as avro.Schema, TYPE_OPTIONS);
+    const writer = avro.Type.forSchema((await this.registry.schemaById(id)) as avro.Schema, typeOptions());
     let resolver: avro.Resolver | null;
     try {
       resolver = writer.equals(this.type) ? null : this.type.createResolver(writer);

@@ -73,18 +73,17 @@ export function messageToAvro(m: Message): AvroObject {
   };
 }
 
+/** Absent optional fields stay absent (not null): presence carries meaning, e.g. a generated turn has logprobs. */
 export function messageFromAvro(o: AvroObject): Message {
   try {
-    return {
-      role: o.role,
-      token_ids: int32From(o.token_ids),
-      generation_logprobs: o.generation_logprobs ? float32From(o.generation_logprobs) : null,
-      routed_experts: o.routed_experts ? tensorFromAvro(o.routed_experts) : null,
-      has_malformed_thinking: o.has_malformed_thinking,
-      is_invalid_tool_call: o.is_invalid_tool_call,
-      content: o.content,
-      media: mediaFromAvro(o.media),
-    };
+    const m: Message = { role: o.role, token_ids: int32From(o.token_ids) };
+    if (o.generation_logprobs !== null) m.generation_logprobs = float32From(o.generation_logprobs);
+    if (o.routed_experts !== null) m.routed_experts = tensorFromAvro(o.routed_experts);
+    if (o.has_malformed_thinking !== null) m.has_malformed_thinking = o.has_malformed_thinking;
+    if (o.is_invalid_tool_call !== null) m.is_invalid_tool_call = o.is_invalid_tool_call;
+    if (o.content !== null) m.content = o.content;
+    if (o.media !== null) m.media = mediaFromAvro(o.media);
+    return m;
   } catch (cause) {
     if (cause instanceof UndecodableError) throw cause;
     throw new UndecodableError(`message tensor bytes are malformed: ${(cause as Error).message}`, { cause });

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# ./rollout-stream test: every suite against a real broker and registry.
+#   1. typecheck   2. TypeScript unit tests   3. local broker + registry up
+#   (unless KAFKA_BROKERS is set)   4. TypeScript integration tests
+#   5. Python tests (unit + integration)
+# Ends with one line "tests: N passed, N failed" over all suites.
+# Options: --unit (unit suites only, no broker), --keep (leave the broker up).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+RESULTS="$ROOT/.local/test-results"
+rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+UNIT_ONLY=0 KEEP=0
+for a in "$@"; do
+  case "$a" in
+    --unit) UNIT_ONLY=1 ;;
+    --keep) KEEP=1 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown option $a (see ./rollout-stream test --help)" >&2; exit 2 ;;
+  esac
+done
+
+failed=0
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "typecheck"
+npx tsc --noEmit -p . || failed=1
+
+step "TypeScript unit tests"
+npx vitest run --project unit --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-unit.json" || failed=1
+
+started_here=0
+if [[ $UNIT_ONLY == 0 ]]; then
+  if [[ -z "${KAFKA_BROKERS:-}" ]]; then
+    step "local Kafka broker and schema registry"
+    if ! scripts/local-kafka.sh status | grep -q "kafka .* up"; then started_here=1; fi
+    scripts/local-kafka.sh up || { echo "could not start the local broker/registry" >&2; exit 1; }
+  fi
+  cleanup() { if [[ $started_here == 1 && $KEEP == 0 ]]; then scripts/local-kafka.sh down; fi; }
+  trap cleanup EXIT
+
+  step "TypeScript integration tests (real broker + registry)"
+  npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json" || failed=1
+fi
+
+if [[ -d python/tests && -x scripts/python-env.sh ]]; then
+  step "Python environment"
+  scripts/python-env.sh || { echo "could not prepare the Python environment" >&2; failed=1; }
+  step "Python tests"
+  marks=()
+  [[ $UNIT_ONLY == 1 ]] && marks=(-m "not integration")
+  .venv/bin/python -m pytest python/tests -q "${marks[@]}" --junitxml="$RESULTS/python.xml" || failed=1
+fi
+
+node --input-type=module -e '
+import { readFileSync, readdirSync } from "node:fs";
+const dir = process.argv[1];
+let passed = 0, failedN = 0, skipped = 0;
+for (const f of readdirSync(dir)) {
+  const text = readFileSync(`${dir}/${f}`, "utf8");
+  if (f.endsWith(".json")) {
+    const r = JSON.parse(text);
+    passed += r.numPassedTests; failedN += r.numFailedTests; skipped += r.numPendingTests + (r.numTodoTests ?? 0);
+  } else if (f.endsWith(".xml")) {
+    const m = text.match(/<testsuite [^>]*>/);
+    if (m) {
+      const attr = (n) => Number((m[0].match(new RegExp(`${n}="(\\d+)"`)) ?? [0, 0])[1]);
+      const tests = attr("tests"), fail = attr("failures") + attr("errors"), skip = attr("skipped");
+      passed += tests - fail - skip; failedN += fail; skipped += skip;
+    }
+  }
+}
+console.log(`\ntests: ${passed} passed, ${failedN} failed${skipped ? `, ${skipped} skipped` : ""}`);
+' "$RESULTS"
+exit $failed
