@@ -208,7 +208,16 @@ export const PROFILES: Record<ProfileName, Profile> = {
   },
 };
 
-/** Per-knob overrides: top-level keys replace, nested objects merge one level deep; `null` clears `routes`/`media`. */
+/** What a partial `routes` / `media` override is completed with when the profile has none. */
+const ROUTES_BASE: RoutesSpec = { layers: 48, topk: 8, numExperts: 128, dtype: 'int8' };
+const MEDIA_BASE: MediaSpec = { groupRate: 0.05, name: 'image', itemShape: [3, 32, 32], maxItems: 2 };
+
+/**
+ * Per-knob overrides: top-level keys replace, nested objects merge one level
+ * deep (`{ routes: { layers: 2 } }` on a profile without routes completes
+ * the rest from 48×8 int8 routes, `{ media: {} }` from the default media);
+ * `null` clears `routes`/`media`.
+ */
 export type ShapeOverrides = {
   [K in keyof RowShape]?: RowShape[K] extends object | null ? Partial<NonNullable<RowShape[K]>> | null : RowShape[K];
 };
@@ -222,7 +231,9 @@ export function resolveShape(profile: Profile, overrides: ShapeOverrides = {}): 
   const merged: Record<string, unknown> = { ...profile.shape };
   for (const [key, value] of Object.entries(overrides)) {
     if (value === undefined) continue;
-    const base = (profile.shape as unknown as Record<string, unknown>)[key];
+    const base =
+      (profile.shape as unknown as Record<string, unknown>)[key] ??
+      (key === 'routes' ? ROUTES_BASE : key === 'media' ? MEDIA_BASE : null);
     const isPlainObject = value !== null && typeof value === 'object' && !Array.isArray(value);
     merged[key] = isPlainObject && base !== null && typeof base === 'object' && !Array.isArray(base)
       ? { ...base, ...value }

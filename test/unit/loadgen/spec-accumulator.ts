@@ -28,7 +28,7 @@ interface GroupState {
 /** A stable fingerprint of a row's whole payload (typed arrays by type and content, NaN kept distinct). */
 export function fingerprint(row: RolloutRow): string {
   return JSON.stringify(row, (_k, v: unknown) => {
-    if (ArrayBuffer.isView(v)) return { [v.constructor.name]: Array.from(v as unknown as ArrayLike<number>, String) };
+    if (ArrayBuffer.isView(v)) return { [v.constructor.name]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
     if (typeof v === 'number' && Number.isNaN(v)) return 'NaN';
     return v;
   });
