@@ -11,6 +11,7 @@
 import type { PackConfig } from '../config/schema.js';
 import { denseField, jaggedField } from './jagged-pack.js';
 import { INVALID_TOOL_CALL_MASK, MALFORMED_THINKING_MASK } from './message-violation-masks.js';
+import { type SlabSource, freshSlab } from './slab.js';
 import { type TrainBatch, recordToTrainBatch } from './train-batch.js';
 import type { PackedField, PackedGroup, PackedRowTags, PenalizedGroup } from './types.js';
 
@@ -26,7 +27,10 @@ export interface PayloadIdentity {
  * Packs one penalized group for the trainer's `put_samples`.
  *
  * `cfg.backend` is not consulted: packing is typed-array copies only (a tfjs
- * path measured ~20× slower for the same copies).
+ * path measured ~20× slower for the same copies). The large columns share one
+ * slab from `slabs`: fresh memory by default; pass a `SlabPool`'s `source`
+ * (and `release` the packed group once encoded) to recycle memory between
+ * groups. Field values may therefore be views with a non-zero `byteOffset`.
  *
  * @returns sample ids `"{group_id}_g{i}"`, one tag object per row, and the
  *   fields in a fixed order: input_ids, input_lengths, generation_logprobs,
@@ -35,8 +39,8 @@ export interface PayloadIdentity {
  *   [invalid_tool_call_mask, malformed_thinking_mask], media fields (sorted).
  * @throws PackError for a group that cannot be packed (see `recordToTrainBatch`).
  */
-export function packGroup(group: PenalizedGroup, cfg: PackConfig): PackedGroup {
-  return packPayload(recordToTrainBatch(group, cfg), group);
+export function packGroup(group: PenalizedGroup, cfg: PackConfig, slabs: SlabSource = freshSlab): PackedGroup {
+  return packPayload(recordToTrainBatch(group, cfg, slabs), group);
 }
 
 /**

@@ -42,20 +42,27 @@ export interface PromptIdsForAdv {
   width: number;
 }
 
+/** P': the number of columns of prompt_ids_for_adv, the longest cut. */
+export function promptIdsWidth(cuts: readonly PromptCut[]): number {
+  let width = 0;
+  for (const c of cuts) width = Math.max(width, c.tokens);
+  return width;
+}
+
 /**
- * Flattens each row's cut prefix into a dense `[N, P']` int64 matrix, rows
- * shorter than P' right-padded with `padValue` (`pad_values.token_ids`).
+ * Writes each row's cut prefix, flattened, into the dense `[N, width]` int64
+ * matrix `out`, right-padding rows shorter than `width` with `padValue`
+ * (`pad_values.token_ids`). Every element of `out` is written.
  */
-export function buildPromptIdsForAdv(
+export function writePromptIdsForAdv(
   messageLogs: readonly (readonly Message[])[],
   cuts: readonly PromptCut[],
   padValue: number,
+  out: BigInt64Array,
+  width: number,
 ): PromptIdsForAdv {
-  let width = 0;
-  for (const c of cuts) width = Math.max(width, c.tokens);
-  const values = new BigInt64Array(messageLogs.length * width);
-  if (padValue !== 0) values.fill(BigInt(padValue));
-  const words = int64Words(values);
+  const words = int64Words(out);
+  const pad = BigInt(padValue);
   messageLogs.forEach((log, row) => {
     let at = row * width;
     const cut = cuts[row]!;
@@ -64,6 +71,7 @@ export function buildPromptIdsForAdv(
       writeInt32AsInt64(words, at, ids);
       at += ids.length;
     }
+    out.fill(pad, at, (row + 1) * width);
   });
-  return { values, width };
+  return { values: out, width };
 }

@@ -4,19 +4,22 @@
  * layout.
  *
  * The reference flattens into padded [N, S] tensors and strips the padding
- * again when packing. Here every per-token column is sized from the row
- * lengths first, allocated once at its final size, and each message is
- * written once into its place (`TypedArray.set`/`fill`, or a word loop for
- * int32 → int64), so no padded or intermediate copy exists.
+ * again when packing. Here a planning pass sizes every column from the row
+ * lengths, all large columns are carved from one slab (see `slab.ts`), and
+ * each message is written once into its place (`TypedArray.set`/`fill`, or a
+ * word loop for int32 → int64), so no padded or intermediate copy exists.
+ * Every element is written explicitly, zeros included, so a recycled slab
+ * needs no clearing.
  */
 import type { PackConfig } from '../config/schema.js';
 import { jaggedOffsets } from './jagged-pack.js';
 import { isGeneratedAssistant, messageViolationFlags } from './message-violation-masks.js';
-import { type MediaPack, packMediaFields } from './media-fields.js';
+import { type MediaPack, planMediaFields, writeMediaFields } from './media-fields.js';
 import { PackError } from './pack-error.js';
-import { type PromptIdsForAdv, buildPromptIdsForAdv, cutPromptPrefix, promptTokenCount } from './prompt-prefix.js';
-import { MISSING_ROUTE_SENTINEL, type RoutedExpertsBackfill, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
+import { type PromptIdsForAdv, cutPromptPrefix, promptIdsWidth, promptTokenCount, writePromptIdsForAdv } from './prompt-prefix.js';
+import { MISSING_ROUTE_SENTINEL, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
 import { type RowFields, buildRowFields } from './row-fields.js';
+import { type SlabSource, SlabPlan, freshSlab } from './slab.js';
 import { copyElements, int64Words, writeInt32AsInt64 } from './typed-arrays.js';
 import type { Message, PenalizedGroup, ViolationCounts } from './types.js';
 
@@ -56,14 +59,15 @@ export interface TrainBatch extends RowFields {
  * Converts one penalized group into its train batch: backfill routes, cut
  * each row's prompt prefix against the group's prompt length, then flatten
  * every per-token column over each row's messages. Pure: inputs are not
- * modified and share no memory with the result.
+ * modified and share no memory with the result. Large columns are views into
+ * one slab taken from `slabs` (fresh memory by default, or a `SlabPool`).
  *
  * @throws PackError `pack_empty_group` when the group has no rows,
  *   `pack_misaligned_logprobs` when a message's logprobs are not one per
  *   token, `pack_bad_routed_experts` / `pack_bad_media` as described by
- *   `backfillMissingRoutedExperts` / `packMediaFields`.
+ *   `backfillMissingRoutedExperts` / `planMediaFields`.
  */
-export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig): TrainBatch {
+export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: SlabSource = freshSlab): TrainBatch {
   const n = group.rows.length;
   if (n === 0) throw new PackError('pack_empty_group', `group ${group.group_id} has no rows`);
   const logs = group.rows.map((r) => r.message_log);
@@ -73,7 +77,7 @@ export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig): Trai
   const backfill = backfillMissingRoutedExperts(logs);
   const promptLength = promptTokenCount(group.prompt);
   const cuts = logs.map((log) => cutPromptPrefix(log, promptLength));
-  const promptIdsForAdv = buildPromptIdsForAdv(logs, cuts, cfg.pad_values['token_ids'] ?? 0);
+  const width = promptIdsWidth(cuts);
 
   const inputLengths = new Int32Array(n);
   logs.forEach((log, row) => {
@@ -89,8 +93,37 @@ export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig): Trai
   });
   const offsets = jaggedOffsets(inputLengths);
   const total = Number(offsets[n]!);
+  const media = planMediaFields(logs);
 
-  const columns = allocateColumns(total, backfill, cfg);
+  const plan = new SlabPlan();
+  const ids = plan.add('int64', total);
+  const lp = plan.add('float32', total);
+  const mask = plan.add('int64', total);
+  const routes = backfill === null ? -1 : plan.add(cfg.routed_experts_dtype, total * backfill.layers * backfill.topk);
+  const withMasks = cfg.include_message_violation_fields;
+  const invalid = withMasks ? plan.add('bool', total) : -1;
+  const malformed = withMasks ? plan.add('bool', total) : -1;
+  const prompt = plan.add('int64', n * width);
+  const mediaViews = media.map((m) => plan.add(m.dtype, m.elements));
+  const views = plan.carve(slabs);
+
+  const inputIds = views[ids] as BigInt64Array;
+  const columns: Columns = {
+    inputIdWords: int64Words(inputIds),
+    generationLogprobs: views[lp] as Float32Array,
+    tokenMask: views[mask] as BigInt64Array,
+    routedExperts:
+      backfill === null
+        ? null
+        : {
+            dtype: cfg.routed_experts_dtype,
+            layers: backfill.layers,
+            topk: backfill.topk,
+            values: views[routes] as RoutedExpertsColumn['values'],
+          },
+    invalidToolCallMask: withMasks ? (views[invalid] as Uint8Array) : null,
+    malformedThinkingMask: withMasks ? (views[malformed] as Uint8Array) : null,
+  };
   let cursor = 0;
   for (const log of logs) {
     for (const m of log) {
@@ -108,21 +141,24 @@ export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig): Trai
     n,
     inputLengths,
     offsets,
-    inputIds: columns.inputIds,
+    inputIds,
     generationLogprobs: columns.generationLogprobs,
     tokenMask: columns.tokenMask,
     routedExperts: columns.routedExperts,
     invalidToolCallMask: columns.invalidToolCallMask,
     malformedThinkingMask: columns.malformedThinkingMask,
-    promptIdsForAdv,
+    promptIdsForAdv: writePromptIdsForAdv(logs, cuts, cfg.pad_values['token_ids'] ?? 0, views[prompt] as BigInt64Array, width),
     ...buildRowFields(group),
     violationCounts,
-    media: packMediaFields(logs),
+    media: writeMediaFields(
+      logs,
+      media,
+      mediaViews.map((k) => views[k]!),
+    ),
   };
 }
 
 interface Columns {
-  inputIds: BigInt64Array;
   inputIdWords: Int32Array;
   generationLogprobs: Float32Array;
   tokenMask: BigInt64Array;
@@ -131,39 +167,20 @@ interface Columns {
   malformedThinkingMask: Uint8Array | null;
 }
 
-function allocateColumns(total: number, backfill: RoutedExpertsBackfill | null, cfg: PackConfig): Columns {
-  const inputIds = new BigInt64Array(total);
-  let routedExperts: RoutedExpertsColumn | null = null;
-  if (backfill !== null) {
-    const size = total * backfill.layers * backfill.topk;
-    const dtype = cfg.routed_experts_dtype;
-    const values = dtype === 'int8' ? new Int8Array(size) : dtype === 'int32' ? new Int32Array(size) : new Int16Array(size);
-    routedExperts = { dtype, layers: backfill.layers, topk: backfill.topk, values };
-  }
-  const masks = cfg.include_message_violation_fields;
-  return {
-    inputIds,
-    inputIdWords: int64Words(inputIds),
-    generationLogprobs: new Float32Array(total),
-    tokenMask: new BigInt64Array(total),
-    routedExperts,
-    invalidToolCallMask: masks ? new Uint8Array(total) : null,
-    malformedThinkingMask: masks ? new Uint8Array(total) : null,
-  };
-}
-
-/** Writes one message's tokens at `[at, at + tokens)` of every column; zero-filled columns need no write for zeros. */
+/** Writes one message's tokens at `[at, at + tokens)` of every column, zeros included. */
 function writeMessage(c: Columns, at: number, m: Message): void {
   const ids = m.token_ids;
   const end = at + ids.length;
   writeInt32AsInt64(c.inputIdWords, at, ids);
   const lp = m.generation_logprobs;
   if (lp != null) c.generationLogprobs.set(lp, at);
-  if (isGeneratedAssistant(m)) {
-    c.tokenMask.fill(1n, at, end);
+  else c.generationLogprobs.fill(0, at, end);
+  const generated = isGeneratedAssistant(m);
+  c.tokenMask.fill(generated ? 1n : 0n, at, end);
+  if (c.invalidToolCallMask !== null && c.malformedThinkingMask !== null) {
     const flags = messageViolationFlags(m);
-    if (flags.invalidToolCall) c.invalidToolCallMask?.fill(1, at, end);
-    if (flags.malformedThinking) c.malformedThinkingMask?.fill(1, at, end);
+    c.invalidToolCallMask.fill(flags.invalidToolCall ? 1 : 0, at, end);
+    c.malformedThinkingMask.fill(flags.malformedThinking ? 1 : 0, at, end);
   }
   const re = c.routedExperts;
   if (re !== null) {

@@ -1,6 +1,6 @@
 /**
- * Typed-array plumbing for the pack stage: one constructor per dtype and the
- * int64-as-two-int32-words trick that lets int32 token ids be widened into a
+ * Typed-array plumbing for the pack stage: the array class of each dtype and
+ * the int64-as-two-int32-words trick that lets int32 token ids be widened into a
  * BigInt64Array without creating a BigInt per token.
  */
 import type { DType, TypedArray } from './types.js';
@@ -17,11 +17,6 @@ const CTORS: Record<DType, TypedArrayCtor> = {
   float32: Float32Array,
   float64: Float64Array,
 };
-
-/** A zero-filled typed array of `dtype` with `length` elements (`bool` is 0/1 bytes). */
-export function allocTyped(dtype: DType, length: number): TypedArray {
-  return new CTORS[dtype](length);
-}
 
 /** Whether `data` is the in-memory array class of `dtype` (see `Tensor`). */
 export function matchesDType(data: TypedArray, dtype: DType): boolean {

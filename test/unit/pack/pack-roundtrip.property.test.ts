@@ -123,4 +123,21 @@ describe('pack round trip (property)', () => {
       }),
     );
   });
+
+  test('packing into recycled memory full of garbage gives the same fields as packing into fresh memory', () => {
+    const garbage = (bytes: number) => {
+      const b = new ArrayBuffer(bytes);
+      new Uint8Array(b).fill(0xa5);
+      return b;
+    };
+    fc.assert(
+      fc.property(groupSpec, ({ rows, layers, topk, promptMessages }) => {
+        const logs = rows.map((r) => r.map((s) => build(s, layers, topk)));
+        const g = group(logs, { prompt: logs[0]!.slice(0, promptMessages) });
+        const c = cfg({ include_message_violation_fields: true, pad_values: { token_ids: 7 } });
+        const flat = (p: ReturnType<typeof packGroup>) => p.fields.map((f) => [f.name, nums(f.values)]);
+        expect(flat(packGroup(g, c, garbage))).toEqual(flat(packGroup(g, c)));
+      }),
+    );
+  });
 });
