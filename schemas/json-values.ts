@@ -1,5 +1,5 @@
 /**
- * Numbers and tensors in the JSON form (SPEC §9): non-finite floats as the
+ * Values in the JSON form (SPEC §9): non-finite floats as the
  * strings "NaN" / "Infinity" / "-Infinity", typed arrays as flat JSON
  * arrays, multi-dimensional tensors as nested row-major arrays. float32
  * values are written with the fewest digits that read back to the same
@@ -146,4 +146,28 @@ export function nestedToTensor(nested: unknown[], dtype: DType): Tensor | null {
   if (!walk(nested, 0)) return null;
   const data = buildTypedArray(dtype, flat);
   return data ? { dtype, shape, data } : null;
+}
+
+/** A JSON line that is not valid JSON or not one of the line shapes of SPEC §9. */
+export class JsonFormError extends Error {
+  override name = 'JsonFormError';
+}
+
+export function requireObject(v: unknown, what: string): Record<string, unknown> {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new JsonFormError(`${what} must be a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+/** A map of numbers with non-finite values as their string names. */
+export function mapNumbersToJson(m: Record<string, number>): Record<string, number | string> {
+  const o: Record<string, number | string> = {};
+  for (const [k, x] of Object.entries(m)) o[k] = numberToJson(x);
+  return o;
+}
+
+/** Map values that are numbers or non-finite names become numbers; anything else stays as given. */
+export function mapNumbersFromJson(m: Record<string, unknown>): Record<string, number> {
+  const o: Record<string, number> = {};
+  for (const [k, x] of Object.entries(m)) o[k] = (numberFromJson(x) ?? x) as number;
+  return o;
 }
