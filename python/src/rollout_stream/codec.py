@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import io
 import json
 import math
 import warnings
@@ -144,19 +143,53 @@ def parse_writer_schema(schema: Mapping[str, Any] | str) -> dict[str, Any]:
     return parsed
 
 
+class _ViewReader:
+    """File-like over a record value whose large reads are memoryviews, not copies.
+
+    fastavro reads every Avro ``bytes`` value with one ``read(n)``; answering
+    big reads with a view of the Kafka message is what makes the tensor
+    values zero-copy up to ``np.frombuffer``. Small reads (varints, strings,
+    offsets) get real ``bytes``, which fastavro's string decoding needs.
+    """
+
+    __slots__ = ("_buf", "_view", "_pos", "_small_is_bytes")
+    VIEW_MIN = 1024
+
+    def __init__(self, value: bytes | bytearray | memoryview, start: int) -> None:
+        self._buf = value
+        self._view = memoryview(value).cast("B")
+        self._pos = start
+        self._small_is_bytes = isinstance(value, bytes)
+
+    def read(self, n: int = -1):
+        p = self._pos
+        end = len(self._view) if n is None or n < 0 else p + n
+        if end > len(self._view):
+            raise EOFError(f"record ends after {len(self._view)} bytes, {end - len(self._view)} more were expected")
+        self._pos = end
+        if end - p >= self.VIEW_MIN:
+            return self._view[p:end]
+        return self._buf[p:end] if self._small_is_bytes else bytes(self._view[p:end])
+
+    def tell(self) -> int:
+        return self._pos
+
+
 def read_record(value: bytes | bytearray | memoryview, start: int, writer_schema: dict[str, Any]) -> dict:
-    """Runs fastavro over ``value[start:]`` without copying ``value`` first.
+    """Runs fastavro over ``value[start:]`` without copying the tensor bytes.
+
+    Avro ``bytes`` values of 1 KiB or more come back as memoryviews into
+    ``value`` (which they keep alive); smaller ones as ``bytes``.
 
     Raises:
         DecodeError: Truncated or malformed body, or bytes left after the record.
     """
-    buf = io.BytesIO(value)  # shares the buffer of a bytes object, no copy
-    buf.seek(start)
+    reader = _ViewReader(value, start)
     try:
-        record = fastavro.schemaless_reader(buf, writer_schema, None)
+        record = fastavro.schemaless_reader(reader, writer_schema, None)
     except Exception as e:
         raise DecodeError(f"Avro body is truncated or malformed: {type(e).__name__}: {e}", cause=e) from e
-    left = len(value) - buf.tell()
+    left = len(reader._view) - reader.tell()
     if left:
         raise DecodeError(f"{left} bytes left after the Avro record: body is not one PackedGroup", trailing=left)
     return record
@@ -208,12 +241,13 @@ def group_from_record(record: Mapping[str, Any], *, jagged: JaggedMode = "auto",
     tags = [_row_tags(t) for t in record["tags"]]
     fields: dict[str, Any] = {}
     info: dict[str, dict[str, Any]] = {}
+    shared_offsets: dict[bytes, tuple[np.ndarray, Any]] = {}
     for rec in record["fields"]:
         name = rec["name"]
         if name in fields:
             raise DecodeError(f"group {group_id!r}: field {name!r} appears twice", field=name)
         try:
-            fields[name] = _decode_field(rec, n, mode)
+            fields[name] = _decode_field(rec, n, mode, shared_offsets)
         except RolloutStreamError:
             raise
         except Exception as e:  # reshape/frombuffer errors on inconsistent headers
@@ -248,19 +282,16 @@ def _row_tags(t: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _frombuffer(buf: bytes, dt: np.dtype, name: str) -> np.ndarray:
+def _frombuffer(buf: bytes | memoryview, dt: np.dtype, name: str) -> np.ndarray:
     if len(buf) % dt.itemsize:
         raise DecodeError(
             f"field {name!r}: {len(buf)} value bytes is not a multiple of {dt.name}'s {dt.itemsize}",
             field=name,
         )
-    arr = np.frombuffer(buf, dtype=dt)
-    if dt.itemsize > 1 and arr.ctypes.data % dt.itemsize:
-        arr = arr.copy()  # unaligned view: numpy copes, torch does not
-    return arr
+    return np.frombuffer(buf, dtype=dt)  # a view: possibly unaligned, see _widen
 
 
-def _decode_field(rec: Mapping[str, Any], n: int, mode: str) -> Any:
+def _decode_field(rec: Mapping[str, Any], n: int, mode: str, shared_offsets: dict[bytes, tuple[np.ndarray, Any]]) -> Any:
     name, layout = rec["name"], rec["layout"]
     trainer_name = rec["dtype"]
     wire_name = rec.get("wire_dtype") or trainer_name
@@ -283,9 +314,16 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str) -> Any:
                 f"jagged field {name!r}: offsets hold {len(raw_offsets)} bytes, expected {8 * (n + 1)} (N+1 int64 for N={n})",
                 field=name,
             )
-        offsets = _frombuffer(raw_offsets, _OFFSETS_DTYPE, name)
-        if offsets[0] != 0 or (n and np.any(offsets[1:] < offsets[:-1])):
-            raise DecodeError(f"jagged field {name!r}: offsets must start at 0 and never decrease", field=name)
+        key = bytes(raw_offsets)
+        hit = shared_offsets.get(key)
+        if hit is None:
+            offsets = _widen(_frombuffer(raw_offsets, _OFFSETS_DTYPE, name), _OFFSETS_DTYPE, _OFFSETS_DTYPE)
+            if offsets[0] != 0 or np.any(offsets[1:] < offsets[:-1]):
+                raise DecodeError(f"jagged field {name!r}: offsets must start at 0 and never decrease", field=name)
+            # Fields with equal offsets share one offsets array/tensor, so their
+            # nested tensors share one ragged dim (input_ids * token_mask works).
+            hit = shared_offsets[key] = (offsets, _to_torch(offsets) if mode == "torch" else None)
+        offsets, offsets_t = hit
         inner = math.prod(shape)
         if int(offsets[-1]) * inner != arr.size:
             raise DecodeError(
@@ -294,10 +332,11 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str) -> Any:
                 field=name,
             )
         arr = _widen(arr, wire, trainer).reshape((int(offsets[-1]), *shape))
-        offsets = offsets if offsets.dtype.isnative else offsets.astype(np.int64)
         if mode == "numpy":
             return JaggedArray(values=arr, offsets=offsets)
-        return _to_nested(arr, offsets)
+        import torch
+
+        return torch.nested.nested_tensor_from_jagged(_to_torch(arr), offsets_t)
 
     if layout != "dense":
         raise DecodeError(f"field {name!r}: unknown layout {layout!r}", field=name)
@@ -311,10 +350,18 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str) -> Any:
 
 
 def _widen(arr: np.ndarray, wire: np.dtype, trainer: np.dtype) -> np.ndarray:
+    """The trainer-dtype array: the wire view itself when possible, else one pass.
+
+    Avro puts no padding before a value, so a view can start at any byte;
+    an unaligned view of the right dtype is copied once (torch refuses
+    unaligned storage), a narrower one is widened straight from the view.
+    """
     target = dtypes.native(trainer)
-    if arr.dtype == target:
-        return arr
-    return arr.astype(target)
+    if arr.dtype != target:
+        return arr.astype(target)
+    if arr.ctypes.data % arr.dtype.itemsize:
+        return arr.copy()
+    return arr
 
 
 def _decode_object(name, layout, trainer_name, wire_name, shape, values, n) -> np.ndarray:
@@ -334,22 +381,24 @@ def _decode_object(name, layout, trainer_name, wire_name, shape, values, n) -> n
     return out
 
 
+_torch_warned = False
+
+
 def _to_torch(arr: np.ndarray):
+    """``torch.from_numpy`` of a (possibly read-only) view, without a copy.
+
+    The source is a view of the Kafka message or a fresh widened array, owned
+    by this decode alone, so writes through the tensor touch no one else's
+    data. torch warns once per process about read-only arrays; that one
+    warning is muted here (later calls skip the costly ``catch_warnings``).
+    """
+    global _torch_warned
     import torch
 
-    with warnings.catch_warnings():
-        # Read-only source: the bytes object fastavro made for this one field.
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    if _torch_warned:
         return torch.from_numpy(arr)
-
-
-def _to_nested(values: np.ndarray, offsets: np.ndarray):
-    import torch
-
-    lengths = np.diff(offsets)
-    return torch.nested.nested_tensor_from_jagged(
-        _to_torch(values),
-        _to_torch(offsets),
-        min_seqlen=int(lengths.min()),
-        max_seqlen=int(lengths.max()),
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        torch.from_numpy(np.frombuffer(bytes(8), dtype=np.uint8))  # trips torch's warn-once now
+    _torch_warned = True
+    return torch.from_numpy(arr)

@@ -105,6 +105,34 @@ class SchemaResolver:
             ) from e
 
 
+class StaticResolver(SchemaResolver):
+    """A registry stand-in holding fixed schemas by id (tests, bench, offline files).
+
+    Args:
+        schemas: Schema id → writer schema (JSON text, dict or parsed).
+    """
+
+    def __init__(self, schemas: dict[int, Any]) -> None:
+        self.client = None
+        self.url = "<static schemas>"
+        self._parsed = {int(k): parse_writer_schema(v) for k, v in schemas.items()}
+        self._lock = threading.Lock()
+
+    def _fetch(self, schema_id: int):
+        raise UnknownSchemaError(
+            f"schema id {schema_id} is unknown (static schemas: {sorted(self._parsed)})", schema_id=schema_id
+        )
+
+    def parsed(self, schema_id: int) -> dict[str, Any]:
+        hit = self._parsed.get(schema_id)
+        if hit is None:
+            self._fetch(schema_id)
+        return hit
+
+    def check(self) -> None:
+        return None
+
+
 _by_client: "weakref.WeakKeyDictionary[Any, SchemaResolver]" = weakref.WeakKeyDictionary()
 _by_url: dict[str, SchemaResolver] = {}
 _resolvers_lock = threading.Lock()
