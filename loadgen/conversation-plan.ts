@@ -47,6 +47,8 @@ export interface TurnPlan {
   /** Malformed thinking of this message: the detector flag, a stray think token id, or a think tag in `generation_str`. */
   malformed: 'none' | 'flag' | 'tokens' | 'text';
   invalidToolCall: boolean;
+  /** Fraction of the way into the message where a stray `<|endoftext|>` replaces a token, or null. */
+  strayToken: number | null;
 }
 
 /** Everything about one row but its tensors and texts. */
@@ -170,6 +172,7 @@ export function planRow(shape: RowShape, group: GroupPlan, rng: Rng): RowPlan {
       cut,
       malformed,
       invalidToolCall: rng.chance(shape.flags.invalidToolCallRate),
+      strayToken: rng.chance(shape.flags.strayTokenRate) ? rng.float() : null,
     });
   }
 

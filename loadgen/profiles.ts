@@ -3,7 +3,7 @@
  * how fast they arrive. A profile is data, not code, so a caller can start
  * from one and override any knob (`resolveShape`).
  */
-import { expectedLength, validateLengthSpec, type LengthSpec } from './length-sampler.js';
+import { validateLengthSpec, type LengthSpec } from './length-sampler.js';
 import { DEFAULT_VOCAB, validateRoutesSpec, type RoutesSpec, type VocabRange } from './tokens.js';
 
 /** Media tensors attached to the prompt message of some groups (uint8 pixels, first dim = item count). */
@@ -69,6 +69,8 @@ export interface RowShape {
     maskSampleRate: number;
     /** Per row: `incomplete_details.reason = "content_filter"` (not a truncation). */
     contentFilterRate: number;
+    /** Per generated message: one token replaced by `UNWANTED_TOKEN_ID` (`<|endoftext|>`). */
+    strayTokenRate: number;
   };
   /** Per group: the last user message of `request.input` contains `marker` (SPEC §4.1 `low_string`). */
   lowEffort: { marker: string; groupRate: number };
@@ -109,7 +111,8 @@ const DEFAULT_SHAPE: RowShape = {
   vocab: DEFAULT_VOCAB,
   promptTokens: { median: 200, sigma: 0.8, min: 8, max: 4096 },
   userTurnTokens: { median: 120, sigma: 0.9, min: 4, max: 4096 },
-  generatedTokens: { median: 800, sigma: 1.1, min: 4, max: 16384 },
+  // A cap of 8k puts ≈2% of rows at max_output_tokens, a truncation rate real runs show.
+  generatedTokens: { median: 800, sigma: 1.1, min: 4, max: 8192 },
   maxTotalTokens: 32768,
   turns: { max: 8, continueProbability: 0.35 },
   toolCallRate: 0.7,
@@ -126,6 +129,7 @@ const DEFAULT_SHAPE: RowShape = {
     stringContentRate: 0.2,
     maskSampleRate: 0.02,
     contentFilterRate: 0.005,
+    strayTokenRate: 0.005,
   },
   lowEffort: { marker: 'Reasoning effort: low', groupRate: 0.2 },
   taskIndex: { groupRate: 0.5, numTasks: 16 },
@@ -162,7 +166,7 @@ const PUBLISHED_MAX_SHAPE: RowShape = {
 export const PROFILES: Record<ProfileName, Profile> = {
   default: {
     name: 'default',
-    description: 'mixed multi-turn agentic rows, up to 16k generated tokens, occasional media, no routes',
+    description: 'mixed multi-turn agentic rows, up to 8k generated tokens, occasional media, no routes',
     rowsPerSecond: 20,
     generations: 8,
     groupsPerBatch: 16,
@@ -260,9 +264,4 @@ function validateShape(shape: RowShape): void {
   if (shape.routes !== null) validateRoutesSpec(shape.routes);
   if (shape.taskIndex.numTasks < 1) throw new RangeError('taskIndex.numTasks must be ≥ 1');
   if (shape.datasetSize < 1) throw new RangeError('datasetSize must be ≥ 1');
-}
-
-/** Approximate mean generated tokens per row of a shape (clamped log-normal mean; the budget cut is ignored). */
-export function expectedGeneratedTokens(shape: RowShape): number {
-  return expectedLength(shape.generatedTokens);
 }

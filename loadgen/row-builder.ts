@@ -24,7 +24,15 @@ import {
   TOOL_NAMES,
 } from './response-items.js';
 import { syntheticText } from './synthetic-text.js';
-import { EOS_TOKEN_ID, fillLogprobs, fillTokenIds, makeRoutes, THINK_CLOSE_TOKEN_ID, THINK_OPEN_TOKEN_ID } from './tokens.js';
+import {
+  EOS_TOKEN_ID,
+  fillLogprobs,
+  fillTokenIds,
+  makeRoutes,
+  THINK_CLOSE_TOKEN_ID,
+  THINK_OPEN_TOKEN_ID,
+  UNWANTED_TOKEN_ID,
+} from './tokens.js';
 
 /** The prompt of a group, built once and shared (by copy) by its rows. */
 export interface GroupPrompt {
@@ -225,6 +233,13 @@ function assistantMessage(shape: RowShape, group: GroupPlan, turn: TurnPlan, rng
   if (turn.cut === 'none') tokens[n - 1] = EOS_TOKEN_ID;
   // A stray id the balance check (reference rule 19b) must catch: a re-opened block, or a close in plain mode.
   if (turn.malformed === 'tokens') tokens[0] = group.thinking ? THINK_OPEN_TOKEN_ID : THINK_CLOSE_TOKEN_ID;
+  // Replaces a regular token only, so the think and EOS structure stays as planned.
+  if (turn.strayToken !== null) {
+    const at = Math.min(n - 1, Math.floor(turn.strayToken * n));
+    if (tokens[at] !== THINK_CLOSE_TOKEN_ID && tokens[at] !== EOS_TOKEN_ID && tokens[at] !== THINK_OPEN_TOKEN_ID) {
+      tokens[at] = UNWANTED_TOKEN_ID;
+    }
+  }
   const logprobs = new Float32Array(n);
   fillLogprobs(rng, logprobs);
   const m: Message = {

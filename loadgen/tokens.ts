@@ -16,6 +16,12 @@ export const THINK_OPEN_TOKEN_ID = 151_667;
 export const THINK_CLOSE_TOKEN_ID = 151_668;
 /** `<|im_end|>`: terminates every assistant turn that was not cut by a length limit. */
 export const EOS_TOKEN_ID = 151_645;
+/**
+ * `<|endoftext|>`: never part of a well-formed turn; a stray one inside an
+ * assistant message is what `token_ids.unwanted` is usually set to catch
+ * (reference rule 18), and the generator injects it at `flags.strayTokenRate`.
+ */
+export const UNWANTED_TOKEN_ID = 151_643;
 /** Text form of the think tags, as they appear in `generation_str` (SPEC §4.2 `thinking_tags` default). */
 export const THINK_OPEN_TAG = '<think>';
 export const THINK_CLOSE_TAG = '</think>';
