@@ -68,49 +68,89 @@ interface GroupState {
   instanceLabel: string;
 }
 
+/** Options after defaults and validation: what the generator actually runs on. */
+export interface ResolvedLoadgenOptions {
+  batches: number;
+  groupsPerBatch: number;
+  generations: number;
+  seed: number;
+  shape: RowShape;
+  faults: FaultSpec;
+  runId: string;
+  rowsPerSecond: number;
+  reorderWindowGroups: number;
+  firstBatch: number;
+  firstWeightVersion: number;
+  startTimeMs: number;
+}
+
 /**
- * Generates the events of a run: per batch, its rows (and injected faults)
- * in completion order, then one `batch_end` whose `num_rows` is the batch's
- * logical size `groupsPerBatch × generations` (what the producer meant to
- * send, whatever faults added or removed). Throws `RangeError` for sizes
- * that are not positive integers, an unknown profile or a shape override
- * that cannot generate rows, and `FaultSpecError` for an invalid fault spec.
- * Validation happens on the first `next()`.
+ * Applies the profile's defaults and validates. Throws `RangeError` for
+ * sizes that are not non-negative/positive integers, an unknown profile, a
+ * non-positive rate or a shape override that cannot generate rows, and
+ * `FaultSpecError` for an invalid fault spec.
  */
-export function* generateEvents(opts: LoadgenOptions): Generator<LoadgenEvent> {
+export function resolveLoadgenOptions(opts: LoadgenOptions): ResolvedLoadgenOptions {
   requireInt('batches', opts.batches, 0);
   requireInt('groupsPerBatch', opts.groupsPerBatch, 1);
   requireInt('generations', opts.generations, 1);
   if (!Number.isSafeInteger(opts.seed)) throw new RangeError(`seed must be a safe integer, got ${opts.seed}`);
   const profile = PROFILES[opts.profile ?? 'default'];
   if (profile === undefined) throw new RangeError(`unknown profile "${opts.profile}"; known: ${Object.keys(PROFILES).join(', ')}`);
-  const shape = resolveShape(profile, opts.shape);
   const faults = opts.faults ?? noFaults();
   validateFaultSpec(faults);
-  const rate = opts.rowsPerSecond ?? profile.rowsPerSecond;
-  if (!(rate > 0) || !Number.isFinite(rate)) throw new RangeError(`rowsPerSecond must be a positive number, got ${rate}`);
-  const windowGroups = opts.reorderWindowGroups ?? profile.reorderWindowGroups;
-  if (!(windowGroups >= 0)) throw new RangeError(`reorderWindowGroups must be ≥ 0, got ${windowGroups}`);
+  const rowsPerSecond = opts.rowsPerSecond ?? profile.rowsPerSecond;
+  if (!(rowsPerSecond > 0) || !Number.isFinite(rowsPerSecond)) {
+    throw new RangeError(`rowsPerSecond must be a positive number, got ${rowsPerSecond}`);
+  }
+  const reorderWindowGroups = opts.reorderWindowGroups ?? profile.reorderWindowGroups;
+  if (!(reorderWindowGroups >= 0)) throw new RangeError(`reorderWindowGroups must be ≥ 0, got ${reorderWindowGroups}`);
   const firstBatch = opts.firstBatch ?? 1;
   requireInt('firstBatch', firstBatch, 0);
-  const firstWeightVersion = opts.firstWeightVersion ?? 0;
-  const runId = opts.runId ?? `lg${opts.seed}`;
-  const { seed, groupsPerBatch, generations: n } = opts;
+  return {
+    batches: opts.batches,
+    groupsPerBatch: opts.groupsPerBatch,
+    generations: opts.generations,
+    seed: opts.seed,
+    shape: resolveShape(profile, opts.shape),
+    faults,
+    runId: opts.runId ?? `lg${opts.seed}`,
+    rowsPerSecond,
+    reorderWindowGroups,
+    firstBatch,
+    firstWeightVersion: opts.firstWeightVersion ?? 0,
+    startTimeMs: opts.startTimeMs ?? DEFAULT_START_TIME_MS,
+  };
+}
 
-  let lastTime = opts.startTimeMs ?? DEFAULT_START_TIME_MS;
-  for (let b = 0; b < opts.batches; b++) {
-    const batchNumber = firstBatch + b;
+/**
+ * Generates the events of a run: per batch, its rows (and injected faults)
+ * in completion order, then one `batch_end` whose `num_rows` is the batch's
+ * logical size `groupsPerBatch × generations` (what the producer meant to
+ * send, whatever faults added or removed). Options are validated when this
+ * is called (see `resolveLoadgenOptions` for the errors); events are built
+ * lazily as the generator is iterated.
+ */
+export function generateEvents(opts: LoadgenOptions): Generator<LoadgenEvent> {
+  return run(resolveLoadgenOptions(opts));
+}
+
+function* run(cfg: ResolvedLoadgenOptions): Generator<LoadgenEvent> {
+  const { seed, groupsPerBatch, generations: n, shape } = cfg;
+  let lastTime = cfg.startTimeMs;
+  for (let b = 0; b < cfg.batches; b++) {
+    const batchNumber = cfg.firstBatch + b;
     const batchId = formatBatchId(batchNumber);
-    const groupIds = Array.from({ length: groupsPerBatch }, (_, gi) => formatGroupId(runId, batchId, gi));
+    const groupIds = Array.from({ length: groupsPerBatch }, (_, gi) => formatGroupId(cfg.runId, batchId, gi));
     const schedule = scheduleBatch({
       seed,
       batchNumber,
       batchId,
       groupIds,
       generations: n,
-      faults,
-      reorderWindow: windowGroups * n,
-      rowsPerSecond: rate,
+      faults: cfg.faults,
+      reorderWindow: cfg.reorderWindowGroups * n,
+      rowsPerSecond: cfg.rowsPerSecond,
       startTimeMs: lastTime,
     });
     // Group prompts are built on first use and kept for the batch: rows of a group share them.
@@ -121,7 +161,7 @@ export function* generateEvents(opts: LoadgenOptions): Generator<LoadgenEvent> {
         const rng = deriveRng(seed, 'group', batchNumber, gi);
         const plan = planGroup(shape, rng);
         const prompt = buildGroupPrompt(shape, plan, rng);
-        const version = firstWeightVersion + b - rng.int(0, shape.maxWeightLag + 1);
+        const version = cfg.firstWeightVersion + b - rng.int(0, shape.maxWeightLag + 1);
         state = { plan, prompt, weightVersion: Math.max(0, version), instanceLabel: `actor-${rng.int(0, shape.actors)}` };
         groups.set(gi, state);
       }

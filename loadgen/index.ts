@@ -4,7 +4,15 @@
  * injection with the expected outcome of every fault. No Kafka here: a
  * producer wrapper sends what `generateEvents` yields.
  */
-export { generateEvents, formatBatchId, formatGroupId, DEFAULT_START_TIME_MS, type LoadgenOptions } from './generate-events.js';
+export {
+  generateEvents,
+  resolveLoadgenOptions,
+  formatBatchId,
+  formatGroupId,
+  DEFAULT_START_TIME_MS,
+  type LoadgenOptions,
+  type ResolvedLoadgenOptions,
+} from './generate-events.js';
 export { collectExpectations, type Expectations, type ExpectedOutcome, type LoadgenEvent } from './events.js';
 export {
   parseFaultSpec,

@@ -223,7 +223,13 @@ const MEDIA_BASE: MediaSpec = { groupRate: 0.05, name: 'image', itemShape: [3, 3
  * `null` clears `routes`/`media`.
  */
 export type ShapeOverrides = {
-  [K in keyof RowShape]?: RowShape[K] extends object | null ? Partial<NonNullable<RowShape[K]>> | null : RowShape[K];
+  [K in keyof RowShape]?: K extends 'routes' | 'media'
+    ? Partial<NonNullable<RowShape[K]>> | null
+    : RowShape[K] extends readonly unknown[]
+      ? RowShape[K]
+      : RowShape[K] extends object
+        ? Partial<RowShape[K]>
+        : RowShape[K];
 };
 
 /**

@@ -149,11 +149,13 @@ describe('generateEvents', () => {
     expect(rows.every((r) => r.weight_version <= batchOf(r) && r.weight_version >= batchOf(r) - 1)).toBe(true);
   });
 
-  test('invalid sizes and options are refused on the first step', () => {
-    expect(() => [...generateEvents({ ...SMALL, generations: 0 })]).toThrow(/generations/);
-    expect(() => [...generateEvents({ ...SMALL, groupsPerBatch: 1.5 })]).toThrow(/groupsPerBatch/);
-    expect(() => [...generateEvents({ ...SMALL, profile: 'huge' as never })]).toThrow(/unknown profile/);
-    expect(() => [...generateEvents({ ...SMALL, shape: { routes: { numExperts: 300, dtype: 'int8' } } })]).toThrow(/int8/);
+  test('invalid sizes and options are refused when the generator is created, before any event', () => {
+    expect(() => generateEvents({ ...SMALL, generations: 0 })).toThrow(/generations/);
+    expect(() => generateEvents({ ...SMALL, groupsPerBatch: 1.5 })).toThrow(/groupsPerBatch/);
+    expect(() => generateEvents({ ...SMALL, profile: 'huge' as never })).toThrow(/unknown profile/);
+    expect(() => generateEvents({ ...SMALL, rowsPerSecond: 0 })).toThrow(/rowsPerSecond/);
+    expect(() => generateEvents({ ...SMALL, shape: { routes: { numExperts: 300, dtype: 'int8' } } })).toThrow(/int8/);
+    expect(() => generateEvents({ ...SMALL, faults: { ...parseFaultSpec('none'), nan: 2 } })).toThrow(/nan/);
     expect([...generateEvents({ ...SMALL, batches: 0 })]).toEqual([]);
   });
 });
