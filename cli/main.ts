@@ -9,6 +9,14 @@ type Loader = () => Promise<Command>;
 
 const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   topics: { summary: topicsCommand.summary, load: async () => topicsCommand },
+  offline: {
+    summary: 'run a stage on JSON lines from stdin to stdout, no Kafka',
+    load: async () => (await import('./offline.js')).offlineCommand,
+  },
+  run: {
+    summary: 'run stage services (accumulate, postprocess, pack) against Kafka, exactly once',
+    load: async () => (await import('./run.js')).runCommand,
+  },
   demo: {
     summary: 'the whole pipeline end to end on a local broker, with a summary',
     load: async () => (await import('./demo.js')).demoCommand,

@@ -1,0 +1,57 @@
+/**
+ * Prometheus metrics of the stage services (one prefix, snake_case, base
+ * units, counters end in _total, no ids in labels) and the HTTP endpoint
+ * serving /metrics and /healthz.
+ */
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+const P = 'rollout_stream_';
+
+export class RuntimeMetrics {
+  readonly registry = new Registry();
+  readonly recordsIn = new Counter({ name: `${P}records_in_total`, help: 'Input records processed', labelNames: ['stage'], registers: [this.registry] });
+  readonly recordsOut = new Counter({ name: `${P}records_out_total`, help: 'Output records committed', labelNames: ['stage', 'topic'], registers: [this.registry] });
+  readonly deadLetters = new Counter({ name: `${P}dead_letters_total`, help: 'Dead letters committed', labelNames: ['stage', 'reason'], registers: [this.registry] });
+  readonly events = new Counter({ name: `${P}events_total`, help: 'Stage events (e.g. idempotent replays)', labelNames: ['stage', 'event'], registers: [this.registry] });
+  readonly transactionFailures = new Counter({ name: `${P}transaction_failures_total`, help: 'Aborted transactions', labelNames: ['stage', 'fenced'], registers: [this.registry] });
+  readonly transactionSeconds = new Histogram({
+    name: `${P}transaction_seconds`,
+    help: 'Time to write and commit one transaction',
+    labelNames: ['stage'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly batchSeconds = new Histogram({
+    name: `${P}batch_seconds`,
+    help: 'Time to process and commit one consumed batch',
+    labelNames: ['stage'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly restoreSeconds = new Histogram({ name: `${P}restore_seconds`, help: 'State restore time', labelNames: ['stage'], registers: [this.registry] });
+  readonly consumerLag = new Gauge({ name: `${P}consumer_lag_records`, help: 'Records behind the end of the input topic', labelNames: ['stage'], registers: [this.registry] });
+  readonly openGroups = new Gauge({ name: `${P}open_groups`, help: 'Groups waiting for rows (accumulate)', registers: [this.registry] });
+}
+
+/** Serves /metrics and /healthz on 127.0.0.1:`port` (0 = off). `healthy` decides the /healthz status. */
+export function serveMetrics(metrics: RuntimeMetrics, port: number, healthy: () => { ok: boolean; detail: unknown }): Promise<Server | null> {
+  if (port === 0) return Promise.resolve(null);
+  const server = createServer((req, res) => {
+    if (req.url === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (e: Error) => res.writeHead(500).end(e.message),
+      );
+    } else if (req.url === '/healthz') {
+      const h = healthy();
+      res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(h.detail));
+    } else {
+      res.writeHead(404).end('try /metrics or /healthz\n');
+    }
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+}

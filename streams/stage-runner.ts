@@ -1,0 +1,371 @@
+/**
+ * The exactly-once stage runner (SPEC §8, DESIGN.md). For each assigned input
+ * partition it keeps a PartitionTask; each batch of records is processed and
+ * its outputs, dead letters, changelog records and the next input offset are
+ * written in one transaction of that partition's producer.
+ *
+ * Order of operations on a new partition, which is what makes a restart or a
+ * rebalance safe: (1) fence — the task's transactional id completes or aborts
+ * whatever the previous owner left open; (2) restore the changelog (stable now,
+ * only this id writes it); (3) read the committed input offset (stable too)
+ * and seek there if the consumer's position differs; (4) process.
+ */
+import type { Admin, Consumer, EachBatchPayload, Kafka, Message } from 'kafkajs';
+import type { DeadLetterRecord } from './dead-letter-record.js';
+import type { TopicCodec } from './codec.js';
+import { restoreChangelog } from './changelog-restore.js';
+import { PartitionTask } from './partition-task.js';
+import type { RuntimeMetrics } from './runtime-metrics.js';
+import { type InputRecord, type Stage, type StageOutput } from './stage.js';
+import { splitBySize } from './transaction-writer.js';
+
+export interface Logger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+}
+
+export interface StageRunnerOptions {
+  kafka: Kafka;
+  stage: Stage;
+  /** Consumer group id; also the transactional-id prefix. */
+  groupId: string;
+  deadLetterTopic: string;
+  deadLetterCodec: TopicCodec<'deadLetter'>;
+  maxMessageBytes: number;
+  /** Upper bound on bytes fetched and held per stage (backpressure). */
+  maxInflightBytes: number;
+  transactionTimeoutMs: number;
+  tickIntervalMs?: number;
+  metrics: RuntimeMetrics;
+  log: Logger;
+}
+
+const FENCED = /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|INVALID_PRODUCER_ID_MAPPING|TRANSACTIONAL_ID_AUTHORIZATION/;
+
+export class StageRunner {
+  private readonly consumer: Consumer;
+  private readonly admin: Admin;
+  private readonly tasks = new Map<number, PartitionTask>();
+  private assigned = new Set<number>();
+  private restoring: Promise<void> | null = null;
+  private ticker: NodeJS.Timeout | null = null;
+  private stopping = false;
+
+  constructor(private readonly o: StageRunnerOptions) {
+    this.consumer = o.kafka.consumer({
+      groupId: o.groupId,
+      readUncommitted: false,
+      maxBytes: o.maxInflightBytes,
+      maxBytesPerPartition: Math.max(o.maxMessageBytes + 1024, Math.floor(o.maxInflightBytes / 4)),
+      sessionTimeout: 30_000,
+      rebalanceTimeout: 60_000,
+      heartbeatInterval: 3_000,
+      maxWaitTimeInMs: 200,
+      allowAutoTopicCreation: false,
+    });
+    this.admin = o.kafka.admin();
+  }
+
+  get stageName(): string {
+    return this.o.stage.name;
+  }
+
+  async start(): Promise<void> {
+    await this.admin.connect();
+    await this.consumer.connect();
+    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => {
+      const parts = e.payload.memberAssignment[this.o.stage.inputTopic] ?? [];
+      void this.onAssignment(new Set(parts));
+    });
+    this.consumer.on(this.consumer.events.CRASH, (e) => {
+      this.o.log.error(`${this.stageName}: consumer crashed: ${e.payload.error.message}; restarting`);
+      void this.dropAllTasks();
+    });
+    await this.consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 4,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
+    const interval = this.o.tickIntervalMs ?? 1000;
+    this.ticker = setInterval(() => void this.tickAll(), interval);
+  }
+
+  /** Graceful stop: finish the transaction in progress, leave the group, close producers. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.ticker) clearInterval(this.ticker);
+    await this.consumer.disconnect().catch(() => undefined);
+    await this.dropAllTasks();
+    await this.admin.disconnect().catch(() => undefined);
+  }
+
+  /** Open groups and similar gauges over all tasks. */
+  gauges(): Record<string, number> {
+    const sum: Record<string, number> = {};
+    for (const t of this.tasks.values()) {
+      for (const [k, v] of Object.entries(t.processor.gauges?.() ?? {})) sum[k] = (sum[k] ?? 0) + v;
+    }
+    return sum;
+  }
+
+  private async onAssignment(parts: Set<number>): Promise<void> {
+    this.assigned = parts;
+    for (const [p, task] of this.tasks) {
+      if (!parts.has(p)) {
+        this.tasks.delete(p);
+        await task.exclusive(() => task.close());
+        this.o.log.info(`${this.stageName}: partition ${p} revoked`);
+      }
+    }
+  }
+
+  private async dropAllTasks(): Promise<void> {
+    const tasks = [...this.tasks.values()];
+    this.tasks.clear();
+    await Promise.all(tasks.map((t) => t.exclusive(() => t.close())));
+  }
+
+  private async dropTask(task: PartitionTask): Promise<void> {
+    if (this.tasks.get(task.partition) === task) this.tasks.delete(task.partition);
+    await task.close();
+  }
+
+  /** The ready task of a partition: created, fenced and restored on first use. */
+  private async taskFor(partition: number): Promise<PartitionTask> {
+    const existing = this.tasks.get(partition);
+    if (existing) return existing;
+    // Restore all not-yet-restored assigned partitions in one changelog pass.
+    if (!this.restoring) this.restoring = this.createTasks().finally(() => (this.restoring = null));
+    await this.restoring;
+    const task = this.tasks.get(partition);
+    if (task) return task;
+    return this.taskFor(partition);
+  }
+
+  private async createTasks(): Promise<void> {
+    const parts = [...new Set([...this.assigned].filter((p) => !this.tasks.has(p)))];
+    const fresh: PartitionTask[] = [];
+    for (const p of parts) {
+      const task = new PartitionTask(
+        this.o.kafka,
+        p,
+        `${this.o.groupId}.${this.o.stage.inputTopic}.${p}`,
+        this.o.stage.createProcessor(p),
+        this.o.transactionTimeoutMs,
+      );
+      await task.open();
+      // An empty transaction makes the coordinator fence the previous owner
+      // and complete its open transaction before we read offsets or state.
+      const tx = await task.producer.transaction();
+      await tx.abort();
+      fresh.push(task);
+    }
+    const { changelogTopic } = this.o.stage;
+    if (changelogTopic && fresh.length > 0) {
+      const byPartition = new Map(fresh.map((t) => [t.partition, t]));
+      const stats = await restoreChangelog(
+        this.o.kafka,
+        this.admin,
+        changelogTopic,
+        [...byPartition.keys()],
+        (p, record) => byPartition.get(p)!.processor.restore!(record),
+        this.o.maxInflightBytes,
+      );
+      this.o.log.info(
+        `${this.stageName}: restored partitions [${[...byPartition.keys()].join(',')}] from ${changelogTopic}: ` +
+          `${stats.records} records, ${(stats.bytes / 1e6).toFixed(1)} MB in ${stats.ms} ms`,
+      );
+      this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
+    }
+    for (const t of fresh) this.tasks.set(t.partition, t);
+  }
+
+  private async committedOffset(partition: number): Promise<string | null> {
+    const res = await this.admin.fetchOffsets({ groupId: this.o.groupId, topics: [this.o.stage.inputTopic] });
+    const p = res[0]?.partitions.find((x) => x.partition === partition);
+    return p && p.offset !== '-1' ? p.offset : null;
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    if (this.stopping || batch.messages.length === 0) return;
+    let task: PartitionTask;
+    try {
+      task = await this.taskFor(batch.partition);
+    } catch (e) {
+      this.o.log.warn(`${this.stageName}: partition ${batch.partition} not ready: ${(e as Error).message}`);
+      await sleep(500);
+      throw e;
+    }
+    await task.exclusive(async () => {
+      if (task.closed || !isRunning() || isStale()) return;
+      if (!task.positionChecked) {
+        const committed = await this.committedOffset(batch.partition);
+        task.positionChecked = true;
+        if (committed !== null && committed !== batch.firstOffset()) {
+          this.o.log.info(`${this.stageName}: partition ${batch.partition} resumes at committed offset ${committed}`);
+          this.consumer.seek({ topic: batch.topic, partition: batch.partition, offset: committed });
+          return;
+        }
+      }
+      const records: InputRecord[] = batch.messages.map((m: Message & { offset: string; timestamp: string }) => ({
+        topic: batch.topic,
+        partition: batch.partition,
+        offset: m.offset,
+        key: (m.key as Buffer | null) ?? null,
+        value: (m.value as Buffer | null) ?? null,
+        timestamp: Number(m.timestamp),
+      }));
+      const start = performance.now();
+      try {
+        const out = await task.processor.process(records, Date.now());
+        const last = records[records.length - 1]!.offset;
+        await this.commit(task, out, records, (BigInt(last) + 1n).toString());
+        resolveOffset(last);
+        this.o.metrics.recordsIn.inc({ stage: this.stageName }, records.length);
+        this.o.metrics.batchSeconds.observe({ stage: this.stageName }, (performance.now() - start) / 1000);
+      } catch (e) {
+        await this.recover(task, e as Error, batch.topic);
+        return;
+      }
+      await heartbeat().catch(() => undefined);
+    });
+  }
+
+  private async tickAll(): Promise<void> {
+    if (this.stopping) return;
+    for (const task of this.tasks.values()) {
+      if (!task.processor.tick) continue;
+      await task.exclusive(async () => {
+        if (task.closed || this.stopping || !task.positionChecked) return;
+        try {
+          const out = await task.processor.tick!(Date.now());
+          if (out.messages.length + out.deadLetters.length + out.changelog.length > 0) {
+            await this.commit(task, out, [], null);
+          }
+        } catch (e) {
+          await this.recover(task, e as Error, this.o.stage.inputTopic);
+        }
+      });
+    }
+  }
+
+  /**
+   * After a failure the in-memory state may be ahead of what was committed:
+   * drop the task and go back to the committed offset; the next batch builds a
+   * fresh task (fence, restore). Fencing means another instance owns it now.
+   */
+  private async recover(task: PartitionTask, e: Error, topic: string): Promise<void> {
+    const fenced = FENCED.test(`${e.name} ${e.message} ${(e as { type?: string }).type ?? ''}`);
+    this.o.metrics.transactionFailures.inc({ stage: this.stageName, fenced: String(fenced) });
+    this.o.log.warn(
+      `${this.stageName}: partition ${task.partition}: ${fenced ? 'fenced by a newer owner' : 'transaction failed'}: ${e.message}; rebuilding the task`,
+    );
+    await this.dropTask(task);
+    if (this.stopping || !this.assigned.has(task.partition)) return;
+    await sleep(fenced ? 100 : 1000);
+    const committed = await this.committedOffset(task.partition).catch(() => null);
+    try {
+      this.consumer.seek({ topic, partition: task.partition, offset: committed ?? '0' });
+    } catch {
+      /* the consumer is rebalancing; it will fetch from the committed offset */
+    }
+  }
+
+  /** Writes one step's outputs (and the next input offset, when given) in one transaction. */
+  private async commit(task: PartitionTask, out: StageOutput, sources: InputRecord[], nextOffset: string | null): Promise<void> {
+    const { messages, deadLetters } = this.enforceSizes(out, sources);
+    const dlMessages = deadLetters.map((d) => ({
+      topic: this.o.deadLetterTopic,
+      key: d.group_id ?? '',
+      value: this.o.deadLetterCodec.encode(d),
+    }));
+    const changelogTopic = this.o.stage.changelogTopic;
+    const t0 = performance.now();
+    const tx = await task.producer.transaction();
+    try {
+      const all = [
+        ...messages.map((m) => ({ topic: m.topic, message: { key: m.key, value: m.value } })),
+        ...dlMessages.map((m) => ({ topic: m.topic, message: { key: m.key, value: m.value } })),
+        ...(changelogTopic
+          ? out.changelog.map((c) => ({ topic: changelogTopic, message: { key: c.key, value: c.value, partition: task.partition } }))
+          : []),
+      ];
+      for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
+        await tx.sendBatch({
+          topicMessages: groupByTopic(chunk),
+        });
+      }
+      if (nextOffset !== null) {
+        await tx.sendOffsets({
+          consumerGroupId: this.o.groupId,
+          topics: [{ topic: this.o.stage.inputTopic, partitions: [{ partition: task.partition, offset: nextOffset }] }],
+        });
+      }
+      await tx.commit();
+    } catch (e) {
+      if (tx.isActive()) await tx.abort().catch(() => undefined);
+      throw e;
+    }
+    this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
+    for (const m of messages) this.o.metrics.recordsOut.inc({ stage: this.stageName, topic: m.topic });
+    for (const d of deadLetters) this.o.metrics.deadLetters.inc({ stage: this.stageName, reason: d.reason });
+    for (const [k, v] of Object.entries(out.counters ?? {})) this.o.metrics.events.inc({ stage: this.stageName, event: k }, v);
+  }
+
+  /**
+   * A record over the size limit would fail the whole transaction and stall
+   * the partition; it becomes a `record_too_large` dead letter instead (and a
+   * dead letter that is itself too large keeps coordinates, not payloads).
+   */
+  private enforceSizes(out: StageOutput, sources: InputRecord[]): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
+    const limit = this.o.maxMessageBytes - 4096;
+    const messages: StageOutput['messages'] = [];
+    const deadLetters = [...out.deadLetters];
+    for (const m of out.messages) {
+      if (m.value.length <= limit) {
+        messages.push(m);
+        continue;
+      }
+      deadLetters.push({
+        reason: 'record_too_large',
+        message: `${this.stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
+        stage: this.stageName,
+        group_id: m.key,
+        batch_id: null,
+        row_indices: [],
+        missing_row_indices: [],
+        records: sources.map((r) => ({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: null })),
+        produced_at: Date.now(),
+      });
+    }
+    return {
+      messages,
+      deadLetters: deadLetters.map((d) => {
+        const size = d.records.reduce((n, r) => n + (r.value?.length ?? 0), 0);
+        if (size <= limit) return d;
+        return {
+          ...d,
+          message: `${d.message} [original payloads omitted: ${size} bytes exceed the record size limit; read them at the source offsets]`,
+          records: d.records.map((r) => ({ ...r, value: null })),
+        };
+      }),
+    };
+  }
+}
+
+function groupByTopic(items: Array<{ topic: string; message: { key: string; value: Buffer | null; partition?: number } }>) {
+  const byTopic = new Map<string, Array<{ key: string; value: Buffer | null; partition?: number }>>();
+  for (const { topic, message } of items) {
+    let list = byTopic.get(topic);
+    if (!list) byTopic.set(topic, (list = []));
+    list.push(message);
+  }
+  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

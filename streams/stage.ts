@@ -1,0 +1,72 @@
+/**
+ * What a stage is to the runtime (DESIGN.md: input topic, processor, output
+ * topics, state store?). A stage turns the records of one input partition
+ * into output messages and state-changelog records; the runner writes both
+ * with the input offsets in one Kafka transaction. Stages never touch
+ * offsets, transactions or clients.
+ */
+import type { DeadLetterRecord, SourceRecord } from './dead-letter-record.js';
+
+export type StageName = 'accumulate' | 'postprocess' | 'pack';
+
+/** One consumed record. Offsets are decimal strings (never JS numbers). */
+export interface InputRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  /** Broker timestamp, epoch ms. */
+  timestamp: number;
+}
+
+export interface OutputMessage {
+  topic: string;
+  key: string;
+  value: Buffer;
+  headers?: Record<string, string>;
+}
+
+export interface ChangelogRecord {
+  key: string;
+  /** null = tombstone. */
+  value: Buffer | null;
+}
+
+/** What one processing step asks the runner to write atomically. */
+export interface StageOutput {
+  messages: OutputMessage[];
+  deadLetters: DeadLetterRecord[];
+  changelog: ChangelogRecord[];
+  /** Counters for /metrics, e.g. idempotent replays. */
+  counters?: Record<string, number>;
+}
+
+export const emptyOutput = (): StageOutput => ({ messages: [], deadLetters: [], changelog: [] });
+
+/** Per-partition processor instance; the runner creates one per assigned input partition. */
+export interface PartitionProcessor {
+  /** Applies one changelog record during restore (before any input is processed). */
+  restore?(record: ChangelogRecord): Promise<void>;
+  /** Processes records of this partition, in offset order. */
+  process(records: InputRecord[], nowMs: number): Promise<StageOutput>;
+  /** Time-driven work (timeouts); called periodically between batches. */
+  tick?(nowMs: number): Promise<StageOutput>;
+  /** Gauges for /metrics (e.g. open groups). */
+  gauges?(): Record<string, number>;
+}
+
+export interface Stage {
+  name: StageName;
+  inputTopic: string;
+  /** Compacted changelog topic (same partition count as the input), if the stage has state. */
+  changelogTopic?: string;
+  /** Every topic this stage may write (for producer metadata and size checks). */
+  outputTopics: string[];
+  createProcessor(partition: number): PartitionProcessor;
+}
+
+/** The source coordinates of an input record, as carried by dead letters. */
+export function sourceOf(r: InputRecord, keepValue = true): SourceRecord {
+  return { topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: keepValue ? r.value : null };
+}

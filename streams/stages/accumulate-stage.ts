@@ -1,0 +1,135 @@
+/**
+ * The accumulate stage (row-completed → group-complete): decodes rows and
+ * BatchEnds, runs the pure accumulator, and hands the runner the emitted
+ * groups, dead letters and changelog records. Timeouts run on `tick`.
+ */
+import type { AccumulateConfig } from '../../config/schema.js';
+import {
+  accumulateBatchEnd,
+  accumulateRow,
+  applyStateChange,
+  createAccumulatorState,
+  expireGroups,
+  type AccumulateResult,
+} from '../../processors/group-accumulator.js';
+import type { TopicCodec } from '../codec.js';
+import type { SourceRecord } from '../dead-letter-record.js';
+import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
+import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../stage.js';
+import type { TopicNames } from '../topics.js';
+import { UndecodableError } from '../wire-format.js';
+import { changeFromRecord, changelogRecords } from './accumulator-changelog.js';
+
+export interface AccumulateStageDeps {
+  topics: TopicNames;
+  config: AccumulateConfig;
+  rowCodec: TopicCodec<'rowCompleted'>;
+  groupCodec: TopicCodec<'groupComplete'>;
+}
+
+export function accumulateStage(deps: AccumulateStageDeps): Stage {
+  return {
+    name: 'accumulate',
+    inputTopic: deps.topics.rowCompleted,
+    changelogTopic: deps.topics.accumulateChangelog,
+    outputTopics: [deps.topics.groupComplete, deps.topics.deadLetter],
+    createProcessor: (partition) => new AccumulateProcessor(deps, partition),
+  };
+}
+
+class AccumulateProcessor implements PartitionProcessor {
+  private readonly state = createAccumulatorState();
+  /** Where each row payload came from (payload objects are the pending rows' bytes). */
+  private readonly sources = new WeakMap<Uint8Array, SourceRecord>();
+
+  constructor(
+    private readonly deps: AccumulateStageDeps,
+    private readonly partition: number,
+  ) {}
+
+  async restore(record: { key: string; value: Buffer | null }): Promise<void> {
+    const copy = record.value ? { key: record.key, value: Buffer.from(record.value) } : record;
+    const decoded = await changeFromRecord(copy, async (payload) => {
+      const e = await this.deps.rowCodec.decode(payload);
+      if (e.kind !== 'row') throw new Error(`changelog row ${record.key} holds a BatchEnd`);
+      return e.row;
+    });
+    if (!decoded) return;
+    if (decoded.payload && decoded.change.kind === 'row_added') {
+      // The change's payload must be the very object the state keeps.
+      const payload = decoded.change.payload;
+      this.sources.set(payload, {
+        topic: this.deps.topics.rowCompleted,
+        partition: this.partition,
+        offset: decoded.offset ?? '-1',
+        key: Buffer.from(decoded.change.group_id),
+        value: Buffer.from(payload),
+      });
+    }
+    applyStateChange(this.state, decoded.change);
+  }
+
+  async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
+    const out = emptyOutput();
+    for (const r of records) {
+      const source = sourceOf(r);
+      if (!r.value) {
+        out.deadLetters.push(undecodableRecord('accumulate', source, 'record has no value', nowMs));
+        continue;
+      }
+      // A copy, so a pending row pins its own bytes, not the whole fetch buffer.
+      const value = Buffer.from(r.value);
+      let event;
+      try {
+        event = await this.deps.rowCodec.decode(value);
+      } catch (e) {
+        if (!(e instanceof UndecodableError)) throw e;
+        out.deadLetters.push(undecodableRecord('accumulate', source, e.message, nowMs));
+        continue;
+      }
+      if (event.kind === 'batch_end') {
+        this.collect(out, accumulateBatchEnd(this.state, event.end, this.deps.config, nowMs), nowMs);
+      } else {
+        this.sources.set(value, source);
+        this.collect(out, accumulateRow(this.state, { record: event.row, payload: value }, this.deps.config, nowMs), nowMs);
+      }
+    }
+    this.collect(out, expireGroups(this.state, this.deps.config, nowMs), nowMs);
+    return out;
+  }
+
+  async tick(nowMs: number): Promise<StageOutput> {
+    const out = emptyOutput();
+    this.collect(out, expireGroups(this.state, this.deps.config, nowMs), nowMs);
+    return out;
+  }
+
+  gauges(): Record<string, number> {
+    return { open_groups: this.state.pending.size };
+  }
+
+  private sourceFor(payload: Uint8Array): SourceRecord {
+    return (
+      this.sources.get(payload) ?? {
+        topic: this.deps.topics.rowCompleted,
+        partition: this.partition,
+        offset: '-1',
+        key: null,
+        value: Buffer.from(payload),
+      }
+    );
+  }
+
+  private collect(out: StageOutput, result: AccumulateResult, nowMs: number): void {
+    for (const { group } of result.groups) {
+      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value: this.deps.groupCodec.encode(group) });
+    }
+    for (const d of result.deadLetters) {
+      out.deadLetters.push(deadLetterRecord(d, 'accumulate', d.payloads.map((p) => this.sourceFor(p)), nowMs));
+    }
+    for (const c of result.changes) {
+      out.changelog.push(...changelogRecords(c, (p) => this.sources.get(p)?.offset));
+    }
+    if (result.replays > 0) out.counters = { ...out.counters, idempotent_replays: (out.counters?.idempotent_replays ?? 0) + result.replays };
+  }
+}

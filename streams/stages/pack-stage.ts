@@ -1,0 +1,64 @@
+/**
+ * The pack stage (penalized → packed): stateless; record_to_train_batch and
+ * pack_payload per group (SPEC §5). A group that cannot be packed becomes a
+ * `processing_error` dead letter carrying the input record.
+ */
+import type { PackConfig } from '../../config/schema.js';
+import { packGroup } from '../../processors/pack.js';
+import type { TopicCodec } from '../codec.js';
+import { undecodableRecord } from '../dead-letters.js';
+import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import type { TopicNames } from '../topics.js';
+import { UndecodableError } from '../wire-format.js';
+
+export interface PackStageDeps {
+  topics: TopicNames;
+  config: PackConfig;
+  penalizedCodec: TopicCodec<'penalized'>;
+  packedCodec: TopicCodec<'packed'>;
+}
+
+export function packStage(deps: PackStageDeps): Stage {
+  const { topics } = deps;
+  return {
+    name: 'pack',
+    inputTopic: topics.penalized,
+    outputTopics: [topics.packed, topics.deadLetter],
+    createProcessor: () => ({
+      async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
+        const out = emptyOutput();
+        for (const r of records) {
+          const source = sourceOf(r);
+          let group;
+          try {
+            if (!r.value) throw new UndecodableError('record has no value');
+            group = await deps.penalizedCodec.decode(r.value);
+          } catch (e) {
+            if (!(e instanceof UndecodableError)) throw e;
+            out.deadLetters.push(undecodableRecord('pack', source, e.message, nowMs));
+            continue;
+          }
+          let packed;
+          try {
+            packed = packGroup(group, deps.config);
+          } catch (e) {
+            out.deadLetters.push({
+              reason: 'processing_error',
+              message: `pack failed for group ${group.group_id}: ${(e as Error).message}`,
+              stage: 'pack',
+              group_id: group.group_id,
+              batch_id: group.batch_id,
+              row_indices: group.rows.map((x) => x.row_index),
+              missing_row_indices: [],
+              records: [source],
+              produced_at: nowMs,
+            });
+            continue;
+          }
+          out.messages.push({ topic: topics.packed, key: group.group_id, value: deps.packedCodec.encode(packed) });
+        }
+        return out;
+      },
+    }),
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The postprocess stage (group-complete → penalized + metrics): stateless;
+ * each group is postprocessed on its own (SPEC §4). Group metrics go to
+ * `rollout.metrics` keyed by batch id.
+ */
+import { postprocessGroup, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
+import type { TopicCodec } from '../codec.js';
+import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
+import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import type { TopicNames } from '../topics.js';
+import { UndecodableError } from '../wire-format.js';
+
+export interface PostprocessStageDeps {
+  topics: TopicNames;
+  config: ResolvedPostprocessConfig;
+  groupCodec: TopicCodec<'groupComplete'>;
+  penalizedCodec: TopicCodec<'penalized'>;
+  metricsCodec: TopicCodec<'metrics'>;
+}
+
+export function postprocessStage(deps: PostprocessStageDeps): Stage {
+  const { topics } = deps;
+  return {
+    name: 'postprocess',
+    inputTopic: topics.groupComplete,
+    outputTopics: [topics.penalized, topics.metrics, topics.deadLetter],
+    createProcessor: () => ({
+      async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
+        const out = emptyOutput();
+        for (const r of records) {
+          const source = sourceOf(r);
+          let group;
+          try {
+            if (!r.value) throw new UndecodableError('record has no value');
+            group = await deps.groupCodec.decode(r.value);
+          } catch (e) {
+            if (!(e instanceof UndecodableError)) throw e;
+            out.deadLetters.push(undecodableRecord('postprocess', source, e.message, nowMs));
+            continue;
+          }
+          const result = postprocessGroup(group, deps.config);
+          if (!result.ok) {
+            out.deadLetters.push(deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs));
+            continue;
+          }
+          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized) });
+          out.messages.push({
+            topic: topics.metrics,
+            key: group.batch_id,
+            value: deps.metricsCodec.encode({
+              scope: 'group',
+              group_id: group.group_id,
+              batch_id: group.batch_id,
+              values: result.metrics,
+              produced_at: nowMs,
+            }),
+          });
+        }
+        return out;
+      },
+    }),
+  };
+}

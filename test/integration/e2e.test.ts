@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runOffline } from '../../cli/offline.js';
+import { collectExpectations, generateEvents, parseFaultSpec, type LoadgenEvent } from '../../loadgen/index.js';
+import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
+import { AvroBodyCodec, TopicCodec } from '../../streams/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
+import { RowProducer } from '../../streams/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics.js';
+import { HEADER_BYTES } from '../../streams/wire-format.js';
+import { testEnv, type TestEnv } from './helpers.js';
+import { readTopic } from './topic-reader.js';
+
+const quiet = { info: () => undefined, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
+
+let env: TestEnv;
+let pipeline: RunningPipeline;
+
+beforeAll(async () => {
+  env = await testEnv('e2e', [
+    [['accumulate', 'batch_end_grace_ms'], 300],
+    [['runtime', 'metrics_port'], 0],
+  ]);
+  pipeline = await startPipeline({ config: env.config, configDir: process.cwd(), stages: ['accumulate', 'postprocess', 'pack'], log: quiet });
+});
+
+afterAll(async () => {
+  await pipeline?.stop();
+  await env?.close();
+});
+
+/** The packed/metrics/dead-letter lines the offline runner produces for the same rows. */
+async function offlineAll(events: LoadgenEvent[]): Promise<string[]> {
+  const lines: string[] = [];
+  const input = events
+    .filter((e) => e.kind !== 'garbage')
+    .map((e) => (e.kind === 'row' ? formatJsonLine({ kind: 'row', record: e.row }) : formatJsonLine({ kind: 'batch_end', end: e.end })));
+  await runOffline('all', env.config, input, (l) => void lines.push(l));
+  return lines;
+}
+
+describe('the pipeline on the real broker', () => {
+  test('shuffled rows of several batches become exactly the packed groups the offline runner produces, byte for byte, plus the expected dead letters', async () => {
+    const events = [
+      ...generateEvents({
+        batches: 3,
+        groupsPerBatch: 6,
+        generations: 4,
+        seed: 11,
+        profile: 'small',
+        runId: `${env.prefix}run`,
+        faults: parseFaultSpec('dup=0.05,conflict=0.05,out_of_range=0.05,nan=0.05,mixed_agents=0.1,task_mismatch=0.1,garbage=0.03,missing=0.04'),
+      }),
+    ];
+    const expected = collectExpectations(events);
+    const names = topicNames(env.prefix);
+    const rowCodec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
+    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec: rowCodec });
+    await producer.connect();
+    await producer.send(events);
+    await producer.disconnect();
+
+    const offline = (await offlineAll(events)).map(parseJsonLine);
+    const offlinePacked = new Map<string, Buffer>();
+    const packedBody = new AvroBodyCodec('packed');
+    for (const l of offline) if (l.kind === 'packed') offlinePacked.set(l.packed.group_id, packedBody.encodeBody(l.packed));
+    const offlineDead = offline.filter((l) => l.kind === 'dead_letter').map((l) => (l.kind === 'dead_letter' ? l.deadLetter : null)!);
+
+    expect(offlinePacked.size).toBe(expected.completeGroups.size);
+    const packed = await readTopic(env.kafka, names.packed, (rs) => rs.length >= offlinePacked.size);
+    expect(packed.length).toBe(offlinePacked.size);
+    for (const r of packed) {
+      const want = offlinePacked.get(r.key);
+      expect(want, `unexpected packed group ${r.key}`).toBeDefined();
+      expect(r.value.subarray(HEADER_BYTES).equals(want!), `packed bytes of ${r.key}`).toBe(true);
+    }
+
+    const expectedDead = expected.deadLetters.length;
+    const dlCodec = new TopicCodec('deadLetter', subjectOf(names.deadLetter), env.registry);
+    const dead = await readTopic(env.kafka, names.deadLetter, (rs) => rs.length >= expectedDead);
+    const got = (await Promise.all(dead.map((r) => dlCodec.decode(r.value)))).map((d) => `${d.reason}:${d.group_id}`).sort();
+    const want = expected.deadLetters.map((e) => `${e.reason}:${e.group_id}`).sort();
+    expect(got).toEqual(want);
+    // The offline runner agrees on every dead letter it can see (garbage never reaches it as bytes).
+    const offlineWant = offlineDead.map((d) => `${d.reason}:${d.group_id}`).sort();
+    expect(got.filter((x) => !x.startsWith('undecodable:'))).toEqual(offlineWant);
+    // Undecodable dead letters keep the original bytes.
+    for (const d of await Promise.all(dead.map((r) => dlCodec.decode(r.value)))) {
+      if (d.reason === 'undecodable') expect(d.records[0]!.value!.length).toBeGreaterThan(0);
+    }
+  });
+});
