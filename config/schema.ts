@@ -125,6 +125,8 @@ export const runtimeConfigSchema = z.strictObject({
   metrics_port: z.number().int().min(0).max(65535).default(9464),
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
   transaction_timeout_ms: z.number().int().positive().default(60_000),
+  /** Consumer-group session timeout: how long a crashed instance holds its partitions. */
+  session_timeout_ms: z.number().int().min(6_000).default(30_000),
 });
 
 export const configSchema = z.strictObject({

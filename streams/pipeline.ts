@@ -86,6 +86,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         maxMessageBytes: config.kafka.max_message_bytes,
         maxInflightBytes: config.runtime.max_inflight_bytes,
         transactionTimeoutMs: config.runtime.transaction_timeout_ms,
+        sessionTimeoutMs: config.runtime.session_timeout_ms,
         metrics,
         log: o.log,
       }),

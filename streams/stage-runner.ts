@@ -36,6 +36,7 @@ export interface StageRunnerOptions {
   /** Upper bound on bytes fetched and held per stage (backpressure). */
   maxInflightBytes: number;
   transactionTimeoutMs: number;
+  sessionTimeoutMs: number;
   tickIntervalMs?: number;
   metrics: RuntimeMetrics;
   log: Logger;
@@ -58,9 +59,9 @@ export class StageRunner {
       readUncommitted: false,
       maxBytes: o.maxInflightBytes,
       maxBytesPerPartition: Math.max(o.maxMessageBytes + 1024, Math.floor(o.maxInflightBytes / 4)),
-      sessionTimeout: 30_000,
-      rebalanceTimeout: 60_000,
-      heartbeatInterval: 3_000,
+      sessionTimeout: o.sessionTimeoutMs,
+      rebalanceTimeout: Math.max(o.sessionTimeoutMs, 30_000),
+      heartbeatInterval: Math.max(500, Math.floor(o.sessionTimeoutMs / 10)),
       maxWaitTimeInMs: 200,
       allowAutoTopicCreation: false,
     });
