@@ -1,0 +1,25 @@
+"""The command line: bench output contract (inspect is covered by the integration tests)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+
+def test_bench_prints_rates_and_ends_with_the_ratio_line():
+    out = subprocess.run(
+        [sys.executable, "-m", "rollout_stream", "bench", "--groups", "2", "--rows", "4",
+         "--min-tokens", "64", "--max-tokens", "128", "--repeat", "2", "--routed-experts", "2x2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert any(re.search(r"decode jagged=numpy .* MB/s .* groups/s", l) for l in lines)
+    assert any(re.search(r"decode jagged=torch .* MB/s .* groups/s", l) for l in lines)
+    assert re.fullmatch(r"ratio decode/copy: \d+\.\d+", lines[-1])
+
+
+def test_unknown_command_is_a_usage_error():
+    out = subprocess.run([sys.executable, "-m", "rollout_stream", "nope"], capture_output=True, text=True)
+    assert out.returncode == 2 and "invalid choice" in out.stderr
