@@ -5,6 +5,7 @@
  */
 import type { PackConfig } from '../../config/schema.js';
 import { packGroup } from '../../processors/pack.js';
+import { SlabPool } from '../../processors/slab.js';
 import type { TopicCodec } from '../codec.js';
 import { undecodableRecord } from '../dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
@@ -24,41 +25,49 @@ export function packStage(deps: PackStageDeps): Stage {
     name: 'pack',
     inputTopic: topics.penalized,
     outputTopics: [topics.packed, topics.deadLetter],
-    createProcessor: () => ({
-      async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
-        const out = emptyOutput();
-        for (const r of records) {
-          const source = sourceOf(r);
-          let group;
-          try {
-            if (!r.value) throw new UndecodableError('record has no value');
-            group = await deps.penalizedCodec.decode(r.value);
-          } catch (e) {
-            if (!(e instanceof UndecodableError)) throw e;
-            out.deadLetters.push(undecodableRecord('pack', source, e.message, nowMs));
-            continue;
+    createProcessor: () => {
+      // Output memory is recycled between groups: fresh pages cost more than
+      // the packing itself (bench/README.md). encode() copies, so a group's
+      // slab is released right after its record is encoded.
+      const pool = new SlabPool(256 * 1024 * 1024);
+      return {
+        async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
+          const out = emptyOutput();
+          for (const r of records) {
+            const source = sourceOf(r);
+            let group;
+            try {
+              if (!r.value) throw new UndecodableError('record has no value');
+              group = await deps.penalizedCodec.decode(r.value);
+            } catch (e) {
+              if (!(e instanceof UndecodableError)) throw e;
+              out.deadLetters.push(undecodableRecord('pack', source, e.message, nowMs));
+              continue;
+            }
+            let packed;
+            try {
+              packed = packGroup(group, deps.config, pool.source);
+            } catch (e) {
+              out.deadLetters.push({
+                reason: 'processing_error',
+                message: `pack failed for group ${group.group_id}: ${(e as Error).message}`,
+                stage: 'pack',
+                group_id: group.group_id,
+                batch_id: group.batch_id,
+                row_indices: group.rows.map((x) => x.row_index),
+                missing_row_indices: [],
+                records: [source],
+                produced_at: nowMs,
+              });
+              continue;
+            }
+            const value = deps.packedCodec.encode(packed);
+            pool.release(packed);
+            out.messages.push({ topic: topics.packed, key: group.group_id, value });
           }
-          let packed;
-          try {
-            packed = packGroup(group, deps.config);
-          } catch (e) {
-            out.deadLetters.push({
-              reason: 'processing_error',
-              message: `pack failed for group ${group.group_id}: ${(e as Error).message}`,
-              stage: 'pack',
-              group_id: group.group_id,
-              batch_id: group.batch_id,
-              row_indices: group.rows.map((x) => x.row_index),
-              missing_row_indices: [],
-              records: [source],
-              produced_at: nowMs,
-            });
-            continue;
-          }
-          out.messages.push({ topic: topics.packed, key: group.group_id, value: deps.packedCodec.encode(packed) });
-        }
-        return out;
-      },
-    }),
+          return out;
+        },
+      };
+    },
   };
 }

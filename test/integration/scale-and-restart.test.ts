@@ -1,0 +1,70 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, test } from 'vitest';
+import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
+import { RowProducer } from '../../streams/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics.js';
+import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
+import { testEnv, type TestEnv } from './helpers.js';
+import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '..', '..');
+let procs: StageProcess[] = [];
+let env: TestEnv | undefined;
+
+afterEach(async () => {
+  await Promise.all(procs.map((p) => kill(p)));
+  procs = [];
+  await env?.close();
+});
+
+function events(prefix: string, seed: number, batches: number): LoadgenEvent[] {
+  return [...generateEvents({ batches, groupsPerBatch: 30, generations: 4, seed, profile: 'small', runId: `${prefix}run` })];
+}
+
+/** Sends events in slices with pauses, so the run spans the disturbance. */
+async function produceSlowly(e: TestEnv, all: LoadgenEvent[], slices: number, pauseMs: number): Promise<void> {
+  const names = topicNames(e.prefix);
+  const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
+  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec, flushBytes: 64 * 1024 });
+  await producer.connect();
+  const size = Math.ceil(all.length / slices);
+  for (let i = 0; i < slices; i++) {
+    await producer.send(all.slice(i * size, (i + 1) * size));
+    await sleep(pauseMs);
+  }
+  await producer.disconnect();
+}
+
+describe('scaling and broker restarts', () => {
+  test('a second instance of every stage joins mid-run and one leaves, without loss or duplicates', async () => {
+    env = await testEnv('scale');
+    const all = events(env.prefix, 3, 4);
+    const want = await expectedRun(env.config, all);
+    const configPath = writeTestConfig(env.prefix);
+    procs.push(startStage('all-1', 'accumulate,postprocess,pack', configPath));
+    const sending = produceSlowly(env, all, 10, 1000);
+    await sleep(3000);
+    procs.push(startStage('all-2', 'accumulate,postprocess,pack', configPath)); // scale out
+    await sleep(5000);
+    await kill(procs[0]!, 'SIGTERM'); // scale in, gracefully
+    await sending;
+    await assertExactlyOnce(env.kafka, env.registry, env.prefix, want);
+  });
+
+  test('the stages recover by themselves when the broker restarts mid-run', async () => {
+    env = await testEnv('broker-restart');
+    const all = events(env.prefix, 5, 3);
+    const want = await expectedRun(env.config, all);
+    const configPath = writeTestConfig(env.prefix);
+    procs.push(startStage('all', 'accumulate,postprocess,pack', configPath));
+    await produceSlowly(env, all.slice(0, Math.floor(all.length / 2)), 3, 800);
+    if (process.env.KAFKA_BROKERS) throw new Error('this test restarts the local broker; unset KAFKA_BROKERS');
+    await run(join(ROOT, 'scripts', 'local-kafka.sh'), ['restart-broker'], { timeout: 120_000 });
+    await produceSlowly(env, all.slice(Math.floor(all.length / 2)), 3, 800);
+    await assertExactlyOnce(env.kafka, env.registry, env.prefix, want, 240_000);
+  });
+});
