@@ -33,7 +33,7 @@ pick_python() {
 
 want="$(sha256sum "$PYPROJECT" | cut -c1-16)"
 if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(head -n1 "$STAMP")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import rollout_stream' 2>/dev/null; then
+   && "$VENV/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("rollout_stream") is None)' 2>/dev/null; then
   [[ "${1:-}" == "--print" ]] && echo "$VENV/bin/python"
   exit 0
 fi

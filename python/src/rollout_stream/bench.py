@@ -37,7 +37,7 @@ def build_group(
 ) -> dict[str, Any]:
     """One synthetic ``PackedGroup`` record with realistic sizes and dtypes."""
     lengths = rng.integers(min_tokens, max_tokens + 1, size=rows)
-    prompt = int(rng.integers(256, 2048))
+    prompt = min(int(rng.integers(256, 2048)), int(lengths.min()))
     ids = [rng.integers(0, 151_000, size=n, dtype=np.int64) for n in lengths]
     logp = [(-rng.random(n, dtype=np.float32) * 5).astype(np.float32) for n in lengths]
     mask = [np.concatenate([np.zeros(prompt, np.int64), np.ones(n - prompt, np.int64)]) for n in lengths]
