@@ -185,7 +185,8 @@ external_status() {
   [[ $ok == 1 ]]
 }
 
-if [[ -n "${KAFKA_BROKERS:-}" ]]; then
+# RS_LOCAL_BROKER=1: KAFKA_BROKERS points at this script's own broker (set by scripts/test.sh).
+if [[ -n "${KAFKA_BROKERS:-}" && "${RS_LOCAL_BROKER:-}" != 1 ]]; then
   case "${1:-}" in
     up|down) log "KAFKA_BROKERS is set ($KAFKA_BROKERS): using it, nothing local is started or stopped"; external_status || true; exit 0 ;;
     status) external_status; exit $? ;;

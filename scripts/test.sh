@@ -31,10 +31,14 @@ npx vitest run --project unit --reporter=default --reporter=json --outputFile.js
 
 started_here=0
 if [[ $UNIT_ONLY == 0 ]]; then
-  if [[ -z "${KAFKA_BROKERS:-}" ]]; then
+  if [[ -z "${KAFKA_BROKERS:-}" || "${RS_LOCAL_BROKER:-}" == 1 ]]; then
     step "local Kafka broker and schema registry"
     if ! scripts/local-kafka.sh status | grep -q "kafka .* up"; then started_here=1; fi
     scripts/local-kafka.sh up || { echo "could not start the local broker/registry" >&2; exit 1; }
+    # Every suite (TS, Python, child processes) talks to this broker.
+    export KAFKA_BROKERS="127.0.0.1:${RS_KAFKA_PORT:-9092}"
+    export SCHEMA_REGISTRY_URL="http://127.0.0.1:${RS_REGISTRY_PORT:-8081}/apis/ccompat/v7"
+    export RS_LOCAL_BROKER=1
   fi
   cleanup() { if [[ $started_here == 1 && $KEEP == 0 ]]; then scripts/local-kafka.sh down; fi; }
   trap cleanup EXIT

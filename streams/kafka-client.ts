@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
-import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type SASLOptions } from 'kafkajs';
+import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';
 import type { KafkaConfig } from '../config/schema.js';
 import { SchemaRegistryClient } from './schema-registry.js';
 
@@ -36,6 +36,25 @@ const LEVELS: Record<string, logLevel> = {
   debug: logLevel.DEBUG,
 };
 
+/**
+ * kafkajs logs retried, harmless conditions at ERROR (a coordinator still
+ * finishing the previous transaction, a group rebalancing). Those go to
+ * debug; everything else goes to stderr as one line.
+ */
+const RETRIED_NOISE =
+  /concurrent operation on the same transaction|coordinator is not available|group is rebalancing|not the correct coordinator|Restarting the consumer|leadership election|There is no leader/i;
+
+function logCreator(level: logLevel) {
+  return ({ level: entryLevel, log }: LogEntry) => {
+    const { message, timestamp: _t, logger: _l, ...rest } = log as { message: string; timestamp?: string; logger?: string; [k: string]: unknown };
+    const effective = RETRIED_NOISE.test(`${message} ${String(rest.error ?? '')}`) ? logLevel.DEBUG : entryLevel;
+    if (effective > level || effective === logLevel.NOTHING) return;
+    const name = effective === logLevel.ERROR ? 'error' : effective === logLevel.WARN ? 'warn' : 'info';
+    const detail = rest.error ? `: ${String(rest.error)}` : '';
+    process.stderr.write(`${new Date().toISOString()} ${name} kafka ${message}${detail}\n`);
+  };
+}
+
 /** A kafkajs client for `config`; `clientSuffix` distinguishes the processes' client ids. */
 export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error'): Kafka {
   const ssl = tlsOptions(config);
@@ -48,6 +67,7 @@ export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'err
     connectionTimeout: 10_000,
     requestTimeout: 60_000,
     logLevel: LEVELS[level] ?? logLevel.ERROR,
+    logCreator,
     retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 5_000 },
   });
 }

@@ -62,7 +62,7 @@ export class StageRunner {
       sessionTimeout: o.sessionTimeoutMs,
       rebalanceTimeout: Math.max(o.sessionTimeoutMs, 30_000),
       heartbeatInterval: Math.max(500, Math.floor(o.sessionTimeoutMs / 10)),
-      maxWaitTimeInMs: 200,
+      maxWaitTimeInMs: 50,
       allowAutoTopicCreation: false,
     });
     this.admin = o.kafka.admin();
@@ -120,6 +120,12 @@ export class StageRunner {
         await task.exclusive(() => task.close());
         this.o.log.info(`${this.stageName}: partition ${p} revoked`);
       }
+    }
+    // Fence and restore right away rather than on the first batch, so the
+    // first records of a new partition do not wait for the restore.
+    const first = [...parts].find((p) => !this.tasks.has(p));
+    if (first !== undefined && !this.stopping) {
+      this.taskFor(first).catch((e: Error) => this.o.log.warn(`${this.stageName}: preparing partitions failed: ${e.message}`));
     }
   }
 
