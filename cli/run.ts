@@ -1,10 +1,9 @@
 /** `run`: stage services against Kafka, until SIGTERM/SIGINT. */
 import { loadConfig } from '../config/load.js';
 import { startPipeline } from '../streams/pipeline.js';
-import type { StageName } from '../streams/stage.js';
 import { parseFlags, UsageError, type Command } from './command.js';
 
-const STAGES: StageName[] = ['accumulate', 'postprocess', 'pack'];
+const STAGES = ['accumulate', 'postprocess', 'pack'] as const;
 
 function logger(quiet: boolean) {
   const line = (level: string, msg: string) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);

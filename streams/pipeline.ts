@@ -13,6 +13,7 @@ import { RuntimeMetrics, serveMetrics } from './runtime-metrics.js';
 import type { Stage, StageName } from './stage.js';
 import { StageRunner, type Logger } from './stage-runner.js';
 import { accumulateStage } from './stages/accumulate-stage.js';
+import { batchMetricsStage } from './stages/batch-metrics-stage.js';
 import { packStage } from './stages/pack-stage.js';
 import { postprocessStage } from './stages/postprocess-stage.js';
 import { subjectOf, topicNames } from './topics.js';
@@ -20,7 +21,8 @@ import { subjectOf, topicNames } from './topics.js';
 export interface PipelineOptions {
   config: Config;
   configDir: string;
-  stages: StageName[];
+  /** The batch-metrics aggregator runs wherever postprocess runs. */
+  stages: Array<Exclude<StageName, 'batch-metrics'>>;
   log: Logger;
   /** Overrides config.runtime.metrics_port (0 = no endpoint). */
   metricsPort?: number;
@@ -51,17 +53,21 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
           config: config.accumulate,
           rowCodec: await codec('rowCompleted', topics.rowCompleted),
           groupCodec: await codec('groupComplete', topics.groupComplete),
+          inputPartitions: config.topics.partitions,
         }),
       );
     } else if (name === 'postprocess') {
+      const resolved = resolvePostprocessConfig(config.postprocess, { configDir: o.configDir });
+      const metricsCodec = await codec('metrics', topics.metrics);
       stages.push(
         postprocessStage({
           topics,
-          config: resolvePostprocessConfig(config.postprocess, { configDir: o.configDir }),
+          config: resolved,
           groupCodec: await codec('groupComplete', topics.groupComplete),
           penalizedCodec: await codec('penalized', topics.penalized),
-          metricsCodec: await codec('metrics', topics.metrics),
+          metricsCodec,
         }),
+        batchMetricsStage({ topics, config: resolved, metricsCodec }),
       );
     } else {
       stages.push(

@@ -7,7 +7,7 @@
  */
 import type { DeadLetterRecord, SourceRecord } from './dead-letter-record.js';
 
-export type StageName = 'accumulate' | 'postprocess' | 'pack';
+export type StageName = 'accumulate' | 'postprocess' | 'pack' | 'batch-metrics';
 
 /** One consumed record. Offsets are decimal strings (never JS numbers). */
 export interface InputRecord {

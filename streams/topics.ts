@@ -20,14 +20,27 @@ export const BASE_TOPIC_NAMES: Record<TopicRole, string> = {
 
 /** The accumulator's compacted changelog (internal, not Avro-registered). */
 export const ACCUMULATE_CHANGELOG = 'rollout-stream.accumulate-changelog';
+/** Internal, keyed by batch id: per-partition batch closes and per-group metric rows (streams/batch-progress.ts). */
+export const BATCH_PROGRESS = 'rollout-stream.batch-progress';
+/** The batch-metrics aggregator's compacted changelog. */
+export const BATCH_METRICS_CHANGELOG = 'rollout-stream.batch-metrics-changelog';
 
-export type TopicNames = Record<TopicRole, string> & { accumulateChangelog: string };
+export type TopicNames = Record<TopicRole, string> & {
+  accumulateChangelog: string;
+  batchProgress: string;
+  batchMetricsChangelog: string;
+};
 
 export function topicNames(prefix: string): TopicNames {
   const names = Object.fromEntries(
     Object.entries(BASE_TOPIC_NAMES).map(([role, name]) => [role, `${prefix}${name}`]),
   ) as Record<TopicRole, string>;
-  return { ...names, accumulateChangelog: `${prefix}${ACCUMULATE_CHANGELOG}` };
+  return {
+    ...names,
+    accumulateChangelog: `${prefix}${ACCUMULATE_CHANGELOG}`,
+    batchProgress: `${prefix}${BATCH_PROGRESS}`,
+    batchMetricsChangelog: `${prefix}${BATCH_METRICS_CHANGELOG}`,
+  };
 }
 
 export const subjectOf = (topic: string): string => `${topic}-value`;
@@ -53,16 +66,15 @@ export function topicSpecs(config: Config): TopicSpec[] {
     numPartitions: config.topics.partitions,
     configEntries: common,
   }));
-  specs.push({
-    topic: names.accumulateChangelog,
-    kind: null,
-    numPartitions: config.topics.partitions,
-    configEntries: [
-      { name: 'max.message.bytes', value: maxBytes },
-      { name: 'cleanup.policy', value: 'compact' },
-      { name: 'min.compaction.lag.ms', value: '60000' },
-    ],
-  });
+  const compacted = [
+    { name: 'max.message.bytes', value: maxBytes },
+    { name: 'cleanup.policy', value: 'compact' },
+    { name: 'min.compaction.lag.ms', value: '60000' },
+  ];
+  for (const topic of [names.accumulateChangelog, names.batchMetricsChangelog]) {
+    specs.push({ topic, kind: null, numPartitions: config.topics.partitions, configEntries: compacted });
+  }
+  specs.push({ topic: names.batchProgress, kind: null, numPartitions: config.topics.partitions, configEntries: common });
   return specs;
 }
 

@@ -12,6 +12,7 @@ import {
   expireGroups,
   type AccumulateResult,
 } from '../../processors/group-accumulator.js';
+import { encodeProgress } from '../batch-progress.js';
 import type { TopicCodec } from '../codec.js';
 import type { SourceRecord } from '../dead-letter-record.js';
 import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
@@ -25,14 +26,24 @@ export interface AccumulateStageDeps {
   config: AccumulateConfig;
   rowCodec: TopicCodec<'rowCompleted'>;
   groupCodec: TopicCodec<'groupComplete'>;
+  /** Partitions of the input topic: the batch-metrics aggregator waits for a close from each. */
+  inputPartitions: number;
 }
+
+/**
+ * Stage-level changelog keys (the processor's own keys start with g/ or b/):
+ * which groups of a batch this partition emitted, and which batches it has
+ * already reported closed to the batch-progress topic.
+ */
+const emittedKey = (batch: string, group: string) => `x/${JSON.stringify(['e', batch, group])}`;
+const reportedKey = (batch: string) => `x/${JSON.stringify(['r', batch])}`;
 
 export function accumulateStage(deps: AccumulateStageDeps): Stage {
   return {
     name: 'accumulate',
     inputTopic: deps.topics.rowCompleted,
     changelogTopic: deps.topics.accumulateChangelog,
-    outputTopics: [deps.topics.groupComplete, deps.topics.deadLetter],
+    outputTopics: [deps.topics.groupComplete, deps.topics.deadLetter, deps.topics.batchProgress],
     createProcessor: (partition) => new AccumulateProcessor(deps, partition),
   };
 }
@@ -41,6 +52,8 @@ class AccumulateProcessor implements PartitionProcessor {
   private readonly state = createAccumulatorState();
   /** Where each row payload came from (payload objects are the pending rows' bytes). */
   private readonly sources = new WeakMap<Uint8Array, SourceRecord>();
+  private readonly emittedByBatch = new Map<string, Set<string>>();
+  private readonly reported = new Set<string>();
 
   constructor(
     private readonly deps: AccumulateStageDeps,
@@ -48,6 +61,17 @@ class AccumulateProcessor implements PartitionProcessor {
   ) {}
 
   async restore(record: { key: string; value: Buffer | null }): Promise<void> {
+    if (record.key.startsWith('x/')) {
+      const [kind, batch, group] = JSON.parse(record.key.slice(2)) as [string, string, string?];
+      if (kind === 'e' && group !== undefined) {
+        if (record.value) this.emitted(batch).add(group);
+        else this.emittedByBatch.get(batch)?.delete(group);
+      } else if (kind === 'r') {
+        if (record.value) this.reported.add(batch);
+        else this.reported.delete(batch);
+      }
+      return;
+    }
     const copy = record.value ? { key: record.key, value: Buffer.from(record.value) } : record;
     const decoded = await changeFromRecord(copy, async (payload) => {
       const e = await this.deps.rowCodec.decode(payload);
@@ -95,13 +119,44 @@ class AccumulateProcessor implements PartitionProcessor {
       }
     }
     this.collect(out, expireGroups(this.state, this.deps.config, nowMs), nowMs);
+    this.reportClosedBatches(out, nowMs);
     return out;
   }
 
   async tick(nowMs: number): Promise<StageOutput> {
     const out = emptyOutput();
     this.collect(out, expireGroups(this.state, this.deps.config, nowMs), nowMs);
+    this.reportClosedBatches(out, nowMs);
     return out;
+  }
+
+  private emitted(batch: string): Set<string> {
+    let set = this.emittedByBatch.get(batch);
+    if (!set) this.emittedByBatch.set(batch, (set = new Set()));
+    return set;
+  }
+
+  /**
+   * A batch is closed on this partition once its BatchEnd arrived, the grace
+   * passed and none of its groups is still open here; then the batch-metrics
+   * aggregator is told which groups this partition emitted (once).
+   */
+  private reportClosedBatches(out: StageOutput, nowMs: number): void {
+    const open = new Set<string>();
+    for (const g of this.state.pending.values()) open.add(g.batch_id);
+    for (const [batch, at] of this.state.batch_ends) {
+      if (this.reported.has(batch) || open.has(batch) || nowMs < at + this.deps.config.batch_end_grace_ms) continue;
+      const emitted = [...(this.emittedByBatch.get(batch) ?? [])].sort();
+      out.messages.push({
+        topic: this.deps.topics.batchProgress,
+        key: batch,
+        value: encodeProgress({ type: 'partition_closed', batch_id: batch, partition: this.partition, partitions: this.deps.inputPartitions, emitted }),
+      });
+      for (const g of emitted) out.changelog.push({ key: emittedKey(batch, g), value: null });
+      out.changelog.push({ key: reportedKey(batch), value: Buffer.from('1') });
+      this.emittedByBatch.delete(batch);
+      this.reported.add(batch);
+    }
   }
 
   gauges(): Record<string, number> {
@@ -123,12 +178,17 @@ class AccumulateProcessor implements PartitionProcessor {
   private collect(out: StageOutput, result: AccumulateResult, nowMs: number): void {
     for (const { group } of result.groups) {
       out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value: this.deps.groupCodec.encode(group) });
+      this.emitted(group.batch_id).add(group.group_id);
+      out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });
     }
     for (const d of result.deadLetters) {
       out.deadLetters.push(deadLetterRecord(d, 'accumulate', d.payloads.map((p) => this.sourceFor(p)), nowMs));
     }
     for (const c of result.changes) {
       out.changelog.push(...changelogRecords(c, (p) => this.sources.get(p)?.offset));
+      if (c.kind === 'batch_forgotten' && this.reported.delete(c.batch_id)) {
+        out.changelog.push({ key: reportedKey(c.batch_id), value: null });
+      }
     }
     if (result.replays > 0) out.counters = { ...out.counters, idempotent_replays: (out.counters?.idempotent_replays ?? 0) + result.replays };
   }

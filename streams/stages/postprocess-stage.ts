@@ -4,6 +4,7 @@
  * `rollout.metrics` keyed by batch id.
  */
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
+import { encodeProgress, type BatchProgress } from '../batch-progress.js';
 import type { TopicCodec } from '../codec.js';
 import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
@@ -23,7 +24,7 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
   return {
     name: 'postprocess',
     inputTopic: topics.groupComplete,
-    outputTopics: [topics.penalized, topics.metrics, topics.deadLetter],
+    outputTopics: [topics.penalized, topics.metrics, topics.deadLetter, topics.batchProgress],
     createProcessor: () => ({
       async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
         const out = emptyOutput();
@@ -39,10 +40,13 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
             continue;
           }
           const result = postprocessGroup(group, deps.config);
+          const progress = (p: BatchProgress) => out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress(p) });
           if (!result.ok) {
             out.deadLetters.push(deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs));
+            progress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id });
             continue;
           }
+          progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized) });
           out.messages.push({
             topic: topics.metrics,

@@ -39,7 +39,7 @@ async function offlineAll(events: LoadgenEvent[]): Promise<string[]> {
 }
 
 describe('the pipeline on the real broker', () => {
-  test('shuffled rows of several batches become exactly the packed groups the offline runner produces, byte for byte, plus the expected dead letters', async () => {
+  test('shuffled rows of several batches become exactly the packed groups the offline runner produces, byte for byte, the same group and batch metrics, and the expected dead letters', async () => {
     const events = [
       ...generateEvents({
         batches: 3,
@@ -83,6 +83,22 @@ describe('the pipeline on the real broker', () => {
     // The offline runner agrees on every dead letter it can see (garbage never reaches it as bytes).
     const offlineWant = offlineDead.map((d) => `${d.reason}:${d.group_id}`).sort();
     expect(got.filter((x) => !x.startsWith('undecodable:'))).toEqual(offlineWant);
+    // Group metrics and batch metrics (aggregated across partitions) equal the offline ones.
+    const offlineMetrics = new Map<string, Record<string, number>>();
+    for (const l of offline) {
+      if (l.kind === 'metrics') offlineMetrics.set(`${l.metrics.scope}:${l.metrics.group_id ?? l.metrics.batch_id}`, l.metrics.values);
+    }
+    expect([...offlineMetrics.keys()].filter((k) => k.startsWith('batch:')).length).toBe(3);
+    const metricsCodec = new TopicCodec('metrics', subjectOf(names.metrics), env.registry);
+    const metricRecords = await readTopic(env.kafka, names.metrics, (rs) => rs.length >= offlineMetrics.size);
+    const gotMetrics = new Map<string, Record<string, number>>();
+    for (const r of metricRecords) {
+      const m = await metricsCodec.decode(r.value);
+      const key = `${m.scope}:${m.group_id ?? m.batch_id}`;
+      expect(gotMetrics.has(key), `metrics ${key} written once`).toBe(false);
+      gotMetrics.set(key, m.values);
+    }
+    expect(gotMetrics).toEqual(offlineMetrics);
     // Undecodable dead letters keep the original bytes.
     for (const d of await Promise.all(dead.map((r) => dlCodec.decode(r.value)))) {
       if (d.reason === 'undecodable') expect(d.records[0]!.value!.length).toBeGreaterThan(0);
