@@ -43,13 +43,16 @@ install_artifacts() {
   command -v java >/dev/null || { log "Java 17+ is required to run Kafka"; exit 1; }
   log "fetching Apache Kafka and Apicurio Registry from Maven Central (first run only)…"
   rm -rf "$LIBS" "$APIC"
-  mvn -q -B -f "$POM" dependency:copy-dependencies \
-    -DoutputDirectory="$LIBS" -DincludeScope=runtime >&2
-  local ver
+  local dep=org.apache.maven.plugins:maven-dependency-plugin:3.8.1 ver
+  mvn -q -B -f "$POM" "$dep:copy-dependencies" -DoutputDirectory="$LIBS" -DincludeScope=runtime >&2
   ver="$(sed -n 's#.*<apicurio.version>\(.*\)</apicurio.version>.*#\1#p' "$POM")"
-  mvn -q -B -f "$POM" dependency:unpack \
-    -Dartifact="io.apicurio:apicurio-registry-app:${ver}:tar.gz:all" \
-    -DoutputDirectory="$APIC" >&2
+  # Copy the distribution and unpack it with tar: the dependency plugin's own
+  # unpack mishandles this archive's pax headers.
+  mvn -q -B -f "$POM" "$dep:copy" -Dartifact="io.apicurio:apicurio-registry-app:${ver}:tar.gz:all" \
+    -DoutputDirectory="$LOCAL/downloads" >&2
+  mkdir -p "$APIC"
+  tar xzf "$LOCAL/downloads/apicurio-registry-app-${ver}-all.tar.gz" -C "$APIC"
+  [[ -f "$APIC/quarkus-run.jar" ]] || { log "the Apicurio distribution did not unpack as expected (no quarkus-run.jar in $APIC)"; exit 1; }
   echo "$stamp" > "$LIBS/.stamp"
 }
 
