@@ -4,10 +4,10 @@ The packed record (``schemas/packed.avsc``) carries each tensor field as raw
 little-endian bytes plus a small header (name, trainer ``dtype``,
 ``wire_dtype``, ``layout``, ``shape``, ``offsets``). This module turns those
 bytes into arrays without copying when the wire dtype already is the trainer
-dtype: ``np.frombuffer`` over the ``bytes`` object fastavro produced for that
-field (nobody else holds it, so in-place writes through a torch view are
-safe), and widens with ``astype`` otherwise (int32 token ids → int64, uint8
-masks → int64/bool).
+dtype: ``np.frombuffer`` over a view of the Kafka message (see
+:mod:`rollout_stream.avro_body`; the message belongs to this decode alone, so
+in-place writes through a torch view touch no one else's data), and widens
+with ``astype`` otherwise (int32 token ids → int64, uint8 masks → int64/bool).
 
 Jagged fields (per-token, SPEC §5.5) become ``torch.nested`` tensors with
 ``layout=torch.jagged`` (mode ``"torch"``) or :class:`JaggedArray`
@@ -25,15 +25,14 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Mapping
 
-import fastavro
 import numpy as np
 
 from . import dtypes
+from .avro_body import parse_writer_schema, read_record
 from .errors import DecodeError, RolloutStreamError
 
 JaggedMode = Literal["auto", "torch", "numpy"]
 
-PACKED_GROUP_NAME = "dev.rolloutstream.v1.PackedGroup"
 ROW_SHAPES_SUFFIX = "__row_shapes"
 COUNT_TAGS = (
     "num_invalid_tool_calls",
@@ -119,80 +118,6 @@ def resolve_mode(jagged: JaggedMode) -> Literal["torch", "numpy"]:
     if jagged not in ("torch", "numpy"):
         raise ValueError(f"jagged must be 'auto', 'torch' or 'numpy', not {jagged!r}")
     return jagged
-
-
-def parse_writer_schema(schema: Mapping[str, Any] | str) -> dict[str, Any]:
-    """Parses (with fastavro) and checks a writer schema of ``PackedGroup``.
-
-    Args:
-        schema: The schema as JSON text, a dict, or an already parsed schema.
-
-    Raises:
-        DecodeError: The schema is not valid Avro or is not a PackedGroup record.
-    """
-    try:
-        raw = json.loads(schema) if isinstance(schema, str) else schema
-        parsed = raw if raw.get("__fastavro_parsed") else fastavro.parse_schema(dict(raw))
-    except Exception as e:  # fastavro raises several unrelated types
-        raise DecodeError(f"writer schema is not valid Avro: {e}", cause=e) from e
-    if parsed.get("type") != "record" or parsed.get("name") != PACKED_GROUP_NAME:
-        raise DecodeError(
-            f"writer schema is {parsed.get('name') or parsed.get('type')!r}, not {PACKED_GROUP_NAME}",
-            schema_name=parsed.get("name"),
-        )
-    return parsed
-
-
-class _ViewReader:
-    """File-like over a record value whose large reads are memoryviews, not copies.
-
-    fastavro reads every Avro ``bytes`` value with one ``read(n)``; answering
-    big reads with a view of the Kafka message is what makes the tensor
-    values zero-copy up to ``np.frombuffer``. Small reads (varints, strings,
-    offsets) get real ``bytes``, which fastavro's string decoding needs.
-    """
-
-    __slots__ = ("_buf", "_view", "_pos", "_small_is_bytes")
-    VIEW_MIN = 1024
-
-    def __init__(self, value: bytes | bytearray | memoryview, start: int) -> None:
-        self._buf = value
-        self._view = memoryview(value).cast("B")
-        self._pos = start
-        self._small_is_bytes = isinstance(value, bytes)
-
-    def read(self, n: int = -1):
-        p = self._pos
-        end = len(self._view) if n is None or n < 0 else p + n
-        if end > len(self._view):
-            raise EOFError(f"record ends after {len(self._view)} bytes, {end - len(self._view)} more were expected")
-        self._pos = end
-        if end - p >= self.VIEW_MIN:
-            return self._view[p:end]
-        return self._buf[p:end] if self._small_is_bytes else bytes(self._view[p:end])
-
-    def tell(self) -> int:
-        return self._pos
-
-
-def read_record(value: bytes | bytearray | memoryview, start: int, writer_schema: dict[str, Any]) -> dict:
-    """Runs fastavro over ``value[start:]`` without copying the tensor bytes.
-
-    Avro ``bytes`` values of 1 KiB or more come back as memoryviews into
-    ``value`` (which they keep alive); smaller ones as ``bytes``.
-
-    Raises:
-        DecodeError: Truncated or malformed body, or bytes left after the record.
-    """
-    reader = _ViewReader(value, start)
-    try:
-        record = fastavro.schemaless_reader(reader, writer_schema, None)
-    except Exception as e:
-        raise DecodeError(f"Avro body is truncated or malformed: {type(e).__name__}: {e}", cause=e) from e
-    left = len(reader._view) - reader.tell()
-    if left:
-        raise DecodeError(f"{left} bytes left after the Avro record: body is not one PackedGroup", trailing=left)
-    return record
 
 
 def decode_packed_body(

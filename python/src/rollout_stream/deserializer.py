@@ -11,7 +11,8 @@ from typing import Any, Callable, Generic, TypeVar
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from .codec import JaggedMode, PackedGroup, group_from_record, read_record, resolve_mode
+from .avro_body import read_record
+from .codec import JaggedMode, PackedGroup, group_from_record, resolve_mode
 from .framing import HEADER_SIZE, parse_header
 from .registry import SchemaResolver, resolver_for
 

@@ -17,7 +17,8 @@ import fastavro
 import numpy as np
 
 from . import dtypes
-from .codec import COUNT_TAGS, ROW_SHAPES_SUFFIX, parse_writer_schema
+from .avro_body import parse_writer_schema
+from .codec import COUNT_TAGS, ROW_SHAPES_SUFFIX
 
 SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
 

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from .codec import parse_writer_schema
+from .avro_body import parse_writer_schema
 from .errors import RegistryUnavailableError, UnknownSchemaError
 
 DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081/apis/ccompat/v7"
