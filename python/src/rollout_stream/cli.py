@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 import uuid
 from typing import Any, Sequence
 
@@ -88,9 +89,11 @@ def inspect(args: argparse.Namespace) -> int:
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=args.timeout)[1] for tp in parts}
         consumer.assign(parts)
         want = args.group.encode() if args.group else None
+        idle_since = time.monotonic()
         while True:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
+                idle_since = time.monotonic()
                 key = msg.key()
                 if want is None or key is None or key == want or key.endswith(want):
                     group = deser.decode(msg.value())
@@ -98,10 +101,13 @@ def inspect(args: argparse.Namespace) -> int:
                         print(json.dumps(group_to_json(group)) if args.json else describe(group, args.first))
                         return 0
             positions = consumer.position([TopicPartition(args.topic, p) for p in ends])
-            if all(tp.offset >= ends[tp.partition] or (ends[tp.partition] == 0) for tp in positions):
+            if all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions):
+                break
+            # read_committed stops at an open transaction: give up after --timeout quiet seconds
+            if time.monotonic() - idle_since > args.timeout:
                 break
         what = f"group {args.group!r}" if args.group else "any packed group"
-        print(f"{what} not found in {args.topic!r} ({sum(ends.values())} records read)", file=sys.stderr)
+        print(f"{what} not found in {args.topic!r} (read up to offsets {ends})", file=sys.stderr)
         return 1
     finally:
         consumer.close()
