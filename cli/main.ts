@@ -17,6 +17,22 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
     summary: 'run stage services (accumulate, postprocess, pack) against Kafka, exactly once',
     load: async () => (await import('./run.js')).runCommand,
   },
+  loadgen: {
+    summary: 'synthetic rollout rows (realistic shapes, out of order, faults) to rollout.row-completed',
+    load: async () => (await import('./loadgen.js')).loadgenCommand,
+  },
+  replay: {
+    summary: 'read a topic from an offset or time, filter, print JSON lines or re-publish',
+    load: async () => (await import('./replay.js')).replayCommand,
+  },
+  trace: {
+    summary: "a group's journey over all topics: offsets, times, stage latencies, dead letters, tags",
+    load: async () => (await import('./trace.js')).traceCommand,
+  },
+  dlq: {
+    summary: 'dead letters: list (filter by reason, stage, group) and redrive to their source topic',
+    load: async () => (await import('./dlq.js')).dlqCommand,
+  },
   demo: {
     summary: 'the whole pipeline end to end on a local broker, with a summary',
     load: async () => (await import('./demo.js')).demoCommand,

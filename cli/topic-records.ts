@@ -1,0 +1,129 @@
+/**
+ * Our topics as the operations commands see them: a `--topic` argument
+ * resolved to a full name and its role, any record decoded with the
+ * registry, the group/batch it belongs to, and its JSON line (SPEC §9).
+ */
+import { UsageError } from './command.js';
+import { deadLetterToJson, formatJsonLine } from '../schemas/json-form.js';
+import { TopicCodec, type RecordTypes } from '../streams/codec.js';
+import type { DeadLetterRecord } from '../streams/dead-letter-record.js';
+import type { SchemaRegistryClient } from '../streams/schema-registry.js';
+import { BASE_TOPIC_NAMES, subjectOf, type TopicRole } from '../streams/topics.js';
+
+export interface ResolvedTopic {
+  topic: string;
+  role: TopicRole;
+  /** The prefix the topic lives under (its sibling topics share it). */
+  prefix: string;
+}
+
+/**
+ * `rollout.packed` → `<configPrefix>rollout.packed`; a full name ending in
+ * one of our base names (`sandbox.rollout.packed`) is taken as is. Throws a
+ * UsageError for anything else.
+ */
+export function resolveTopic(arg: string, configPrefix: string): ResolvedTopic {
+  const roles = Object.entries(BASE_TOPIC_NAMES) as Array<[TopicRole, string]>;
+  for (const [role, base] of roles) {
+    if (arg === base) return { topic: `${configPrefix}${base}`, role, prefix: configPrefix };
+  }
+  for (const [role, base] of roles) {
+    if (arg.endsWith(base)) return { topic: arg, role, prefix: arg.slice(0, arg.length - base.length) };
+  }
+  throw new UsageError(`--topic ${arg} is not one of ours; expected one of ${Object.values(BASE_TOPIC_NAMES).join(', ')} (optionally with a prefix)`);
+}
+
+export type DecodedRecord = { [K in TopicRole]: { role: K; value: RecordTypes[K] } }[TopicRole];
+
+/** The group and batch a decoded record belongs to (null where it has none: a BatchEnd has no group). */
+export function recordIdentity(d: DecodedRecord): { group_id: string | null; batch_id: string | null } {
+  switch (d.role) {
+    case 'rowCompleted':
+      return d.value.kind === 'row'
+        ? { group_id: d.value.row.group_id, batch_id: d.value.row.batch_id }
+        : { group_id: null, batch_id: d.value.end.batch_id };
+    case 'groupComplete':
+    case 'penalized':
+    case 'packed':
+    case 'metrics':
+    case 'deadLetter':
+      return { group_id: d.value.group_id, batch_id: d.value.batch_id };
+  }
+}
+
+export interface RecordFilter {
+  groupId?: string | undefined;
+  batchId?: string | undefined;
+}
+
+/** True when the record belongs to the filter's group and batch (an absent criterion matches everything). */
+export function matchesFilter(id: { group_id: string | null; batch_id: string | null }, f: RecordFilter): boolean {
+  if (f.groupId !== undefined && id.group_id !== f.groupId) return false;
+  if (f.batchId !== undefined && id.batch_id !== f.batchId) return false;
+  return true;
+}
+
+/**
+ * Whether a record can be skipped from its key alone, without decoding:
+ * every topic but metrics is keyed by group id (BatchEnds and metrics by
+ * batch id), so with a group filter a different key cannot match.
+ */
+export function skipByKey(role: TopicRole, key: string | null, f: RecordFilter): boolean {
+  if (f.groupId === undefined || role === 'metrics') return false;
+  return key !== f.groupId;
+}
+
+/** The dead letter's JSON line: the SPEC §9 fields plus stage, batch and the source coordinates. */
+export function deadLetterLine(d: DeadLetterRecord): string {
+  return JSON.stringify({
+    dead_letter: {
+      ...deadLetterToJson({ ...d, payloads: [] }),
+      stage: d.stage,
+      batch_id: d.batch_id,
+      produced_at: d.produced_at,
+      records: d.records.map((r) => ({
+        topic: r.topic,
+        partition: r.partition,
+        offset: r.offset,
+        key: r.key === null ? null : r.key.toString('utf8'),
+        value_bytes: r.value === null ? null : r.value.length,
+      })),
+    },
+  });
+}
+
+/** One JSON line (no newline) of the SPEC §9 form for a decoded record. */
+export function recordJsonLine(d: DecodedRecord): string {
+  switch (d.role) {
+    case 'rowCompleted':
+      return d.value.kind === 'row' ? formatJsonLine({ kind: 'row', record: d.value.row }) : formatJsonLine({ kind: 'batch_end', end: d.value.end });
+    case 'groupComplete':
+      return formatJsonLine({ kind: 'group', group: d.value });
+    case 'penalized':
+      return formatJsonLine({ kind: 'penalized', group: d.value });
+    case 'packed':
+      return formatJsonLine({ kind: 'packed', packed: d.value });
+    case 'metrics':
+      return formatJsonLine({ kind: 'metrics', metrics: d.value });
+    case 'deadLetter':
+      return deadLetterLine(d.value);
+  }
+}
+
+/** Registry-backed decoding of any of our topics' values (reader side only: nothing is registered). */
+export class RecordDecoder {
+  private readonly codecs = new Map<TopicRole, TopicCodec<TopicRole>>();
+
+  constructor(private readonly registry: SchemaRegistryClient) {}
+
+  /** Decodes `value` as a `role` record; throws UndecodableError (a RolloutStreamError) for foreign bytes. */
+  async decode(role: TopicRole, value: Buffer): Promise<DecodedRecord> {
+    let codec = this.codecs.get(role);
+    if (!codec) {
+      // The subject is only used to register, which a reader never does.
+      codec = new TopicCodec(role, subjectOf(BASE_TOPIC_NAMES[role]), this.registry);
+      this.codecs.set(role, codec);
+    }
+    return { role, value: await codec.decode(value) } as DecodedRecord;
+  }
+}

@@ -1,0 +1,249 @@
+/**
+ * `trace <group_id>` (SPEC §7, §9): the group's journey over all topics.
+ * Each topic is keyed by group id, so only the partition the default
+ * partitioner puts the key in is read (the metrics topic is keyed by batch
+ * id: it is read second, once the batch is known). Prints every record with
+ * its coordinates, time and size, the stage latencies from the record
+ * timestamps, the dead letters, the rewards and the packed tags.
+ */
+import type { Kafka } from 'kafkajs';
+import type { Config } from '../config/schema.js';
+import type { PackedRowTags } from '../processors/types.js';
+import { createKafka, createRegistry } from '../streams/kafka-client.js';
+import { partitionForKey } from '../streams/partitioner.js';
+import { partitionCount, partitionRanges, scanRanges, type PartitionRange, type ScanRecord } from '../streams/topic-scan.js';
+import { BASE_TOPIC_NAMES, topicNames, type TopicRole } from '../streams/topics.js';
+import { UndecodableError } from '../streams/wire-format.js';
+import { parseFlags, UsageError, type Command } from './command.js';
+import { processIo } from './io.js';
+import { loadOpsConfig } from './ops-config.js';
+import { formatBytes } from './progress.js';
+import { formatTable, truncate } from './table.js';
+import { RecordDecoder, type DecodedRecord } from './topic-records.js';
+
+export interface TraceRecord {
+  topic: string;
+  role: TopicRole;
+  partition: number;
+  offset: string;
+  /** Epoch ms. */
+  timestamp: number;
+  size: number;
+  /** What the record is, e.g. `row 3`, `group (4 rows)`, `dead letter nan_logprobs`. */
+  what: string;
+}
+
+export interface TraceDeadLetter {
+  timestamp: number;
+  stage: string;
+  reason: string;
+  message: string;
+  row_indices: number[];
+  missing_row_indices: number[];
+  offset: string;
+}
+
+export interface StageLatencies {
+  /** Last row → group-complete. */
+  accumulateMs: number | null;
+  /** Group-complete → penalized. */
+  postprocessMs: number | null;
+  /** Penalized → packed. */
+  packMs: number | null;
+  /** Last row → packed. */
+  totalMs: number | null;
+}
+
+export interface TraceReport {
+  groupId: string;
+  batchId: string | null;
+  prefix: string;
+  records: TraceRecord[];
+  latencies: StageLatencies;
+  deadLetters: TraceDeadLetter[];
+  /** Final rewards from the penalized record, in row order. */
+  rewards: Array<{ row_index: number; total_reward: number; original_reward: number }> | null;
+  sampleIds: string[] | null;
+  tags: PackedRowTags[] | null;
+}
+
+const ORDER: TopicRole[] = ['rowCompleted', 'groupComplete', 'penalized', 'metrics', 'packed', 'deadLetter'];
+
+/** Latencies between stages from the first record of each stage (the last row for accumulate's input). */
+export function stageLatencies(records: TraceRecord[]): StageLatencies {
+  const first = (role: TopicRole) => {
+    const ts = records.filter((r) => r.role === role).map((r) => r.timestamp);
+    return ts.length === 0 ? null : Math.min(...ts);
+  };
+  const rowTimes = records.filter((r) => r.role === 'rowCompleted').map((r) => r.timestamp);
+  const lastRow = rowTimes.length === 0 ? null : Math.max(...rowTimes);
+  const group = first('groupComplete');
+  const penalized = first('penalized');
+  const packed = first('packed');
+  const diff = (a: number | null, b: number | null) => (a === null || b === null ? null : b - a);
+  return { accumulateMs: diff(lastRow, group), postprocessMs: diff(group, penalized), packMs: diff(penalized, packed), totalMs: diff(lastRow, packed) };
+}
+
+function describe(d: DecodedRecord): string {
+  switch (d.role) {
+    case 'rowCompleted':
+      return d.value.kind === 'row' ? `row ${d.value.row.row_index}` : `batch end (${d.value.end.num_rows} rows)`;
+    case 'groupComplete':
+      return `group (${d.value.rows.length} rows)`;
+    case 'penalized':
+      return `penalized (${d.value.rows.length} rows)`;
+    case 'metrics':
+      return `${d.value.scope} metrics (${Object.keys(d.value.values).length} values)`;
+    case 'packed':
+      return `packed (${d.value.sample_ids.length} samples, ${d.value.fields.length} fields)`;
+    case 'deadLetter':
+      return `dead letter ${d.value.reason} (${d.value.stage})`;
+  }
+}
+
+/** Collects the group's records from `ranges`, decoding each one whose key is `key` (and, for metrics, whose group is `groupId`). */
+async function collect(kafka: Kafka, decoder: RecordDecoder, ranges: Array<PartitionRange & { role: TopicRole }>, key: string, groupId: string, report: TraceReport) {
+  const roleOf = new Map(ranges.map((r) => [r.topic, r.role]));
+  await scanRanges(kafka, ranges, async (r: ScanRecord) => {
+    if (r.key?.toString('utf8') !== key) return;
+    const role = roleOf.get(r.topic)!;
+    const size = r.value?.length ?? 0;
+    const base = { topic: r.topic, role, partition: r.partition, offset: r.offset, timestamp: Number(r.timestamp), size };
+    let d: DecodedRecord;
+    try {
+      if (!r.value) throw new UndecodableError('record has no value');
+      d = await decoder.decode(role, r.value);
+    } catch (e) {
+      if (!(e instanceof UndecodableError)) throw e;
+      report.records.push({ ...base, what: `undecodable (${e.message})` });
+      return;
+    }
+    if (d.role === 'metrics' && d.value.group_id !== groupId) return;
+    report.records.push({ ...base, what: describe(d) });
+    if (d.role === 'rowCompleted' && d.value.kind === 'row') report.batchId ??= d.value.row.batch_id;
+    if (d.role === 'groupComplete') report.batchId ??= d.value.batch_id;
+    if (d.role === 'penalized') {
+      report.batchId ??= d.value.batch_id;
+      report.rewards ??= d.value.rows.map((x) => ({ row_index: x.row_index, total_reward: x.total_reward, original_reward: x.original_reward }));
+    }
+    if (d.role === 'packed') {
+      report.batchId ??= d.value.batch_id;
+      report.sampleIds ??= d.value.sample_ids;
+      report.tags ??= d.value.tags;
+    }
+    if (d.role === 'deadLetter') {
+      report.batchId ??= d.value.batch_id;
+      report.deadLetters.push({
+        timestamp: base.timestamp,
+        stage: d.value.stage,
+        reason: d.value.reason,
+        message: d.value.message,
+        row_indices: d.value.row_indices,
+        missing_row_indices: d.value.missing_row_indices,
+        offset: r.offset,
+      });
+    }
+  });
+}
+
+/** Reads the group's records on every topic under `config.topics.prefix`. */
+export async function runTrace(groupId: string, config: Config): Promise<TraceReport> {
+  const prefix = config.topics.prefix;
+  const names = topicNames(prefix);
+  const kafka = createKafka(config.kafka, 'trace');
+  const decoder = new RecordDecoder(createRegistry(config.kafka));
+  const admin = kafka.admin();
+  await admin.connect();
+  const report: TraceReport = { groupId, batchId: null, prefix, records: [], latencies: stageLatencies([]), deadLetters: [], rewards: null, sampleIds: null, tags: null };
+  const rangesFor = async (role: TopicRole, key: string) => {
+    const topic = names[role];
+    const p = partitionForKey(key, await partitionCount(admin, topic));
+    return (await partitionRanges(admin, topic, { kind: 'beginning' }, [p])).map((r) => ({ ...r, role }));
+  };
+  try {
+    const groupRoles: TopicRole[] = ['rowCompleted', 'groupComplete', 'penalized', 'packed', 'deadLetter'];
+    const ranges = (await Promise.all(groupRoles.map((role) => rangesFor(role, groupId)))).flat();
+    await collect(kafka, decoder, ranges, groupId, groupId, report);
+    if (report.batchId !== null) await collect(kafka, decoder, await rangesFor('metrics', report.batchId), report.batchId, groupId, report);
+  } finally {
+    await admin.disconnect();
+  }
+  report.records.sort((a, b) => ORDER.indexOf(a.role) - ORDER.indexOf(b.role) || a.timestamp - b.timestamp || Number(BigInt(a.offset) - BigInt(b.offset)));
+  report.latencies = stageLatencies(report.records);
+  return report;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const ms = (x: number | null) => (x === null ? '-' : `${x} ms`);
+
+/** The human report. */
+export function formatTrace(r: TraceReport): string {
+  const out: string[] = [`trace of group ${r.groupId}${r.batchId ? ` (batch ${r.batchId})` : ''} under prefix '${r.prefix}'`, ''];
+  if (r.records.length === 0) {
+    out.push('no records of this group on any topic');
+    return out.join('\n') + '\n';
+  }
+  out.push(
+    formatTable(
+      ['topic', 'partition', 'offset', 'time', 'size', 'record'],
+      r.records.map((x) => [BASE_TOPIC_NAMES[x.role], x.partition, x.offset, iso(x.timestamp), formatBytes(x.size), x.what]),
+      [1, 2, 4],
+    ),
+  );
+  const l = r.latencies;
+  out.push(
+    'stage latencies (record timestamps):',
+    `  accumulate   last row → group-complete   ${ms(l.accumulateMs)}`,
+    `  postprocess  group-complete → penalized  ${ms(l.postprocessMs)}`,
+    `  pack         penalized → packed          ${ms(l.packMs)}`,
+    `  total        last row → packed           ${ms(l.totalMs)}`,
+    '',
+  );
+  if (r.deadLetters.length === 0) out.push('dead letters: none', '');
+  else {
+    out.push(
+      'dead letters:',
+      formatTable(
+        ['time', 'stage', 'reason', 'rows', 'missing', 'message'],
+        r.deadLetters.map((d) => [iso(d.timestamp), d.stage, d.reason, d.row_indices.join(',') || '-', d.missing_row_indices.join(',') || '-', truncate(d.message, 100)]),
+      ),
+    );
+  }
+  if (r.rewards) out.push(`rewards (final / verifier): ${r.rewards.map((x) => `${x.row_index}: ${x.total_reward} / ${x.original_reward}`).join(', ')}`, '');
+  if (r.tags && r.sampleIds) {
+    out.push('tags (packed record):');
+    r.tags.forEach((t, i) => out.push(`  ${r.sampleIds![i]}: ${JSON.stringify(t)}`));
+  } else {
+    out.push('tags: not packed');
+  }
+  return out.join('\n') + '\n';
+}
+
+export const traceCommand: Command = {
+  name: 'trace',
+  summary: "a group's journey over all topics: offsets, times, stage latencies, dead letters, tags",
+  usage: `usage: ./rollout-stream trace <group_id> [--prefix P] [--config F] [--json]
+
+Shows every record of one prompt group on every topic (row-completed,
+group-complete, penalized, metrics, packed, dead-letter) with partition,
+offset, timestamp and size; the stage latencies from the record timestamps
+(last row → group-complete → penalized → packed); its dead letters (reason,
+message, rows); its rewards and its final tags from the packed record. Only
+the partition the group's key hashes to is read on each topic (the metrics
+topic is keyed by batch id). Reads with read_committed up to the current end.
+
+Options:
+  --prefix P   topic prefix (else TOPIC_PREFIX)
+  --config F   config file (brokers, registry)
+  --json       the report as one JSON object
+
+Example: ./rollout-stream trace lg1-b000001-g0003 --prefix demo.1a2b3c4d.`,
+  async run(argv) {
+    const { values, positionals } = parseFlags(argv, { prefix: { type: 'string' }, config: { type: 'string' }, json: { type: 'boolean' } }, true);
+    if (positionals.length !== 1) throw new UsageError(`expected one group id, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`);
+    const { config } = loadOpsConfig(values);
+    const report = await runTrace(positionals[0]!, config);
+    await processIo.out(values.json ? `${JSON.stringify(report)}\n` : formatTrace(report));
+    return report.records.length === 0 ? 1 : 0;
+  },
+};
