@@ -51,6 +51,7 @@ export class StageRunner {
   private assigned = new Set<number>();
   private restoring: Promise<void> | null = null;
   private ticker: NodeJS.Timeout | null = null;
+  private lagTimer: NodeJS.Timeout | null = null;
   private stopping = false;
 
   constructor(private readonly o: StageRunnerOptions) {
@@ -92,12 +93,33 @@ export class StageRunner {
     });
     const interval = this.o.tickIntervalMs ?? 1000;
     this.ticker = setInterval(() => void this.tickAll(), interval);
+    this.lagTimer = setInterval(() => void this.measureLag(), 5000);
+  }
+
+  /** Consumer lag of this stage's group: end offsets minus committed offsets, over all input partitions. */
+  private async measureLag(): Promise<void> {
+    try {
+      const [ends, committed] = await Promise.all([
+        this.admin.fetchTopicOffsets(this.o.stage.inputTopic),
+        this.admin.fetchOffsets({ groupId: this.o.groupId, topics: [this.o.stage.inputTopic] }),
+      ]);
+      const done = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
+      let lag = 0n;
+      for (const e of ends) {
+        const c = done.get(e.partition) ?? -1n;
+        lag += BigInt(e.high) - (c < 0n ? BigInt(e.low) : c);
+      }
+      this.o.metrics.consumerLag.set({ stage: this.stageName }, Number(lag));
+    } catch {
+      /* the broker is unavailable; the next round retries */
+    }
   }
 
   /** Graceful stop: finish the transaction in progress, leave the group, close producers. */
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.ticker) clearInterval(this.ticker);
+    if (this.lagTimer) clearInterval(this.lagTimer);
     await this.consumer.disconnect().catch(() => undefined);
     await this.dropAllTasks();
     await this.admin.disconnect().catch(() => undefined);

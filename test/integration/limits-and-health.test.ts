@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { generateEvents } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
+import { RowProducer } from '../../streams/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics.js';
+import { testEnv, type TestEnv } from './helpers.js';
+import { readTopic } from './topic-reader.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, error: (m: string) => console.error(m) };
+const PORT = 19464;
+let env: TestEnv;
+let pipeline: RunningPipeline;
+
+beforeAll(async () => {
+  // A 48 KiB record limit: a row fits, a group of four such rows does not.
+  env = await testEnv('limits', [
+    [['kafka', 'max_message_bytes'], 48 * 1024],
+    [['runtime', 'metrics_port'], PORT],
+    [['accumulate', 'batch_end_grace_ms'], 200],
+  ]);
+  pipeline = await startPipeline({ config: env.config, configDir: process.cwd(), stages: ['accumulate', 'postprocess', 'pack'], log: quiet });
+});
+
+afterAll(async () => {
+  await pipeline?.stop();
+  await env?.close();
+});
+
+describe('record size limits and health endpoints', () => {
+  test('a group record over the size limit becomes a record_too_large dead letter and the partition keeps flowing', async () => {
+    const names = topicNames(env.prefix);
+    const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
+    const all = [...generateEvents({ batches: 1, groupsPerBatch: 8, generations: 4, seed: 3, profile: 'small', runId: `${env.prefix}run` })];
+    const rows = all.filter((e) => e.kind === 'row');
+    const sizes = rows.map((e) => (e.kind === 'row' ? codec.encode({ kind: 'row', row: e.row }).length : 0));
+    // Inflate one group's rows (content only) so each row fits but the group does not.
+    const big = rows[0]!.kind === 'row' ? rows[0]!.row.group_id : '';
+    for (const e of all) {
+      if (e.kind === 'row' && e.row.group_id === big) e.row.message_log[0]!.content = 'x'.repeat(16 * 1024);
+    }
+    expect(Math.max(...sizes)).toBeLessThan(16 * 1024);
+    // A produce request's record batch must fit the topic limit too: flush small.
+    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec, flushBytes: 16 * 1024 });
+    await producer.connect();
+    await producer.send(all);
+    await producer.disconnect();
+
+    const dl = new TopicCodec('deadLetter', subjectOf(names.deadLetter), env.registry);
+    const dead = await readTopic(env.kafka, names.deadLetter, (rs) => rs.length >= 1);
+    const letters = await Promise.all(dead.map((r) => dl.decode(r.value)));
+    expect(letters.map((d) => `${d.reason}:${d.group_id}`)).toEqual([`record_too_large:${big}`]);
+    expect(letters[0]!.message).toMatch(/over the 49152-byte limit/);
+    // Every other group of the same partitions went through.
+    const packed = await readTopic(env.kafka, names.packed, (rs) => rs.length >= 7);
+    expect(new Set(packed.map((r) => r.key)).size).toBe(7);
+    expect(packed.map((r) => r.key)).not.toContain(big);
+  });
+
+  test('/metrics reports records, dead letters and lag per stage, and /healthz answers', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    expect(text).toMatch(/rollout_stream_records_in_total\{stage="accumulate"\} \d+/);
+    expect(text).toMatch(/rollout_stream_records_out_total\{stage="pack",topic="[^"]+rollout\.packed"\} 7/);
+    expect(text).toMatch(/rollout_stream_dead_letters_total\{stage="accumulate",reason="record_too_large"\} 1/);
+    expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="postprocess"\} \d+/);
+    const health = await fetch(`http://127.0.0.1:${PORT}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ stages: ['accumulate', 'postprocess', 'batch-metrics', 'pack'] });
+  });
+});
