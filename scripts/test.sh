@@ -52,7 +52,7 @@ if [[ -d python/tests && -x scripts/python-env.sh ]]; then
   scripts/python-env.sh || { echo "could not prepare the Python environment" >&2; failed=1; }
   step "Python tests"
   marks=()
-  [[ $UNIT_ONLY == 1 ]] && marks=(-m "not integration")
+  [[ $UNIT_ONLY == 1 ]] && marks=(-m "not integration and not transferqueue")
   .venv/bin/python -m pytest python/tests -q "${marks[@]}" --junitxml="$RESULTS/python.xml" || failed=1
 fi
 
