@@ -289,7 +289,7 @@ By default each record is printed to stdout as one JSON line (SPEC §9: rows,
 {"dead_letter"}); logs and progress go to stderr.
 
 Start (default: the beginning of every partition):
-  --from-offset O    offset O on every partition; a negative O: the last |O| records of each
+  --from-offset O    offset O on every partition; --from-offset=-N: the last N records of each
   --from-time ISO    the first record at or after this time (ISO-8601 or epoch ms)
 Filters:
   --group ID         only records of this group (metrics: its group metrics)
