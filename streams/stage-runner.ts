@@ -268,7 +268,7 @@ export class StageRunner {
     for (const task of this.tasks.values()) {
       if (!task.processor.tick) continue;
       await task.exclusive(async () => {
-        if (task.closed || this.stopping || !task.positionChecked) return;
+        if (task.closed || this.stopping) return;
         try {
           const out = await task.processor.tick!(Date.now());
           if (out.messages.length + out.deadLetters.length + out.changelog.length > 0) {
