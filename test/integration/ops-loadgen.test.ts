@@ -1,0 +1,85 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { parseLoadgenArgs } from '../../cli/loadgen.js';
+import { collectExpectations, FAULT_KINDS, generateEvents } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
+import { subjectOf } from '../../streams/topics.js';
+import { opsEnv, type OpsEnv } from './ops-fixture.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+let env: OpsEnv;
+
+beforeAll(async () => {
+  env = await opsEnv('ops-loadgen');
+});
+
+afterAll(async () => {
+  await env?.stop();
+});
+
+function launcher(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(join(ROOT, 'rollout-stream'), args, { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('the loadgen command', () => {
+  test('loadgen with every fault kind through the real pipeline yields exactly the expected dead letters, and every other group is packed', async () => {
+    // Seed 12 injects every fault kind into 2 batches of 6 groups.
+    const args = [
+      'loadgen',
+      '--profile', 'small',
+      '--batches', '2',
+      '--groups', '6',
+      '--generations', '4',
+      '--seed', '12',
+      '--faults', 'dup=0.05,conflict=0.05,out_of_range=0.05,nan=0.05,missing=0.04,garbage=0.04,mixed_agents=0.15,task_mismatch=0.15',
+      '--run-id', `${env.prefix}lg`,
+      '--prefix', env.prefix,
+    ];
+    const run = await launcher(args);
+    expect(run.code, run.stderr).toBe(0);
+
+    // The same flags give the same events: what the command sent, with each fault's expected outcome.
+    const events = [...generateEvents(parseLoadgenArgs(args.slice(1)).options)];
+    const expected = collectExpectations(events);
+    const injected = new Set(events.flatMap((e) => (e.kind === 'batch_end' ? (e.expect ?? []) : e.expect ? [e.expect] : [])).map((x) => x.fault));
+    expect([...injected].sort()).toEqual([...FAULT_KINDS].sort());
+
+    const rows = events.filter((e) => e.kind === 'row').length;
+    const garbage = events.filter((e) => e.kind === 'garbage').length;
+    expect(run.stdout).toMatch(new RegExp(`rows\\s+${rows}\\n`));
+    expect(run.stdout).toMatch(new RegExp(`garbage\\s+${garbage}\\n`));
+    expect(run.stdout).toMatch(/batch ends\s+2\n/);
+    expect(run.stdout).toMatch(/throughput\s+[\d.k]+ rows\/s/);
+    expect(run.stderr).toMatch(/loadgen: \d+\/48 rows/);
+
+    const { packed, dead } = await env.settle(expected.completeGroups.size, expected.deadLetters.length);
+    expect(packed.map((r) => r.key).sort()).toEqual([...expected.completeGroups.keys()].sort());
+    // Nothing else is affected: each packed group is whole, duplicated rows included once.
+    const packedCodec = new TopicCodec('packed', subjectOf(env.names.packed), env.registry);
+    for (const r of packed) {
+      const g = await packedCodec.decode(r.value);
+      expect(g.sample_ids, r.key).toEqual(Array.from({ length: expected.completeGroups.get(r.key)!.num_generations }, (_, i) => `${r.key}_g${i}`));
+    }
+    const got = dead.map((d) => `${d.record.reason}:${d.record.group_id}`).sort();
+    expect(got).toEqual(expected.deadLetters.map((e) => `${e.reason}:${e.group_id}`).sort());
+    for (const e of expected.deadLetters.filter((x) => x.missing_row_indices)) {
+      const d = dead.find((x) => x.record.reason === 'incomplete_group' && x.record.group_id === e.group_id)!;
+      expect(d.record.missing_row_indices).toEqual(e.missing_row_indices);
+    }
+  });
+
+  test('loadgen refuses a malformed fault spec before producing anything', async () => {
+    const run = await launcher(['loadgen', '--faults', 'dup=2', '--prefix', env.prefix]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('faults.dup');
+  });
+});

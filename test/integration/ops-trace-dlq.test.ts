@@ -1,0 +1,151 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { parseDlqArgs, runDlq } from '../../cli/dlq.js';
+import { captureIo } from '../../cli/io.js';
+import { formatTrace, runTrace } from '../../cli/trace.js';
+import { collectExpectations, generateEvents, parseFaultSpec, type Expectations, type LoadgenEvent } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
+import type { DeadLetterRecord } from '../../streams/dead-letter-record.js';
+import { partitionForKey } from '../../streams/partitioner.js';
+import { subjectOf } from '../../streams/topics.js';
+import { opsEnv, type OpsEnv } from './ops-fixture.js';
+import { readTopic, type ReadRecord } from './topic-reader.js';
+
+let env: OpsEnv;
+let events: LoadgenEvent[];
+let expected: Expectations;
+let packed: ReadRecord[];
+
+async function dlq(argv: string[]) {
+  const io = captureIo();
+  const result = await runDlq(parseDlqArgs(argv), env.config, io);
+  return { ...result, stdout: io.stdout(), lines: io.lines() };
+}
+
+beforeAll(async () => {
+  env = await opsEnv('ops-trace-dlq');
+  // Seed 1 gives NaN copies, a garbage record and a mixed-agents group among 6 groups.
+  events = [
+    ...generateEvents({ batches: 1, groupsPerBatch: 6, generations: 4, seed: 1, profile: 'small', runId: `${env.prefix}t`, faults: parseFaultSpec('nan=0.1,garbage=0.05,mixed_agents=0.2') }),
+  ];
+  expected = collectExpectations(events);
+  await env.produce(events);
+  packed = (await env.settle(expected.completeGroups.size, expected.deadLetters.length)).packed;
+});
+
+afterAll(async () => {
+  await env?.stop();
+});
+
+describe('trace', () => {
+  test('trace of a packed group lists its records on every topic, the stage latencies and its tags', async () => {
+    const groupId = [...expected.completeGroups.keys()].sort()[0]!;
+    const report = await runTrace(groupId, env.config);
+    const roles = report.records.map((r) => r.role);
+    const rows = events.filter((e) => e.kind === 'row' && e.row.group_id === groupId).length;
+    expect(roles.filter((r) => r === 'rowCompleted')).toHaveLength(rows);
+    for (const role of ['groupComplete', 'penalized', 'metrics', 'packed'] as const) expect(roles.filter((r) => r === role), role).toHaveLength(1);
+    expect(report.batchId).toBe('b000001');
+
+    // The one partition read is where the broker really holds the group's packed record.
+    const onBroker = packed.find((r) => r.key === groupId)!;
+    const traced = report.records.find((r) => r.role === 'packed')!;
+    expect(traced.partition).toBe(onBroker.partition);
+    expect(traced.partition).toBe(partitionForKey(groupId, env.config.topics.partitions));
+    expect(traced.offset).toBe(onBroker.offset);
+    expect(traced.size).toBe(onBroker.value.length);
+
+    expect(report.latencies.accumulateMs).not.toBeNull();
+    expect(report.latencies.postprocessMs).toBeGreaterThanOrEqual(0);
+    expect(report.latencies.packMs).toBeGreaterThanOrEqual(0);
+    expect(report.latencies.totalMs).not.toBeNull();
+    expect(report.deadLetters).toEqual([]);
+    expect(report.sampleIds).toEqual(Array.from({ length: 4 }, (_, i) => `${groupId}_g${i}`));
+    expect(report.tags!.map((t) => t.group_id)).toEqual([groupId, groupId, groupId, groupId]);
+    expect(report.rewards).toHaveLength(4);
+
+    const text = formatTrace(report);
+    for (const topic of ['rollout.row-completed', 'rollout.group-complete', 'rollout.penalized', 'rollout.metrics', 'rollout.packed']) expect(text).toContain(topic);
+    expect(text).toContain(`${groupId}_g3: {`);
+    expect(text).toContain('dead letters: none');
+  });
+
+  test('trace of a dead-lettered group shows the dead letter and no packed record', async () => {
+    const failed = expected.deadLetters.find((e) => e.reason === 'mixed_agents')!;
+    const report = await runTrace(failed.group_id, env.config);
+    expect(report.deadLetters).toHaveLength(1);
+    expect(report.deadLetters[0]).toMatchObject({ reason: 'mixed_agents', stage: 'accumulate', row_indices: failed.row_indices });
+    expect(report.records.some((r) => r.role === 'packed')).toBe(false);
+    expect(report.tags).toBeNull();
+    const text = formatTrace(report);
+    expect(text).toContain('mixed_agents');
+    expect(text).toContain('tags: not packed');
+  });
+
+  test('trace of an unknown group finds nothing', async () => {
+    const report = await runTrace(`${env.prefix}no-such-group`, env.config);
+    expect(report.records).toEqual([]);
+    expect(formatTrace(report)).toContain('no records of this group');
+  });
+});
+
+describe('dlq', () => {
+  test('dlq list shows every expected dead letter with its reason, and filters by reason', async () => {
+    const all = await dlq(['list']);
+    const got = all.entries.map((e) => `${e.record.reason}:${e.record.group_id}`).sort();
+    expect(got).toEqual(expected.deadLetters.map((e) => `${e.reason}:${e.group_id}`).sort());
+    for (const reason of new Set(expected.deadLetters.map((e) => e.reason!))) expect(all.stdout).toContain(reason);
+    expect(all.stdout).toMatch(/dead letters: .*nan_logprobs=\d/);
+
+    const nan = await dlq(['list', '--reason', 'nan_logprobs', '--json']);
+    expect(nan.lines).toHaveLength(expected.deadLetters.filter((e) => e.reason === 'nan_logprobs').length);
+    for (const line of nan.lines) expect(JSON.parse(line).dead_letter).toMatchObject({ reason: 'nan_logprobs', stage: 'accumulate' });
+  });
+
+  test('dlq redrive re-publishes the original record to its source topic and partition with identical bytes', async () => {
+    const target = (await dlq(['list', '--reason', 'undecodable'])).entries[0]!;
+    const source = target.record.records[0]!;
+    const at = `${target.partition}:${target.offset}`;
+    const before = await env.admin.fetchTopicOffsets(env.names.rowCompleted);
+    const end = BigInt(before.find((o) => o.partition === source.partition)!.high);
+
+    const dry = await dlq(['redrive', '--offsets', at, '--dry-run']);
+    expect(dry.redrive!.republished).toHaveLength(1);
+    expect(dry.stdout).toContain('would re-publish 1 records');
+    expect(await env.admin.fetchTopicOffsets(env.names.rowCompleted)).toEqual(before);
+
+    const done = await dlq(['redrive', '--offsets', at]);
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain(`re-published 1 records to ${env.names.rowCompleted}`);
+    const records = await readTopic(env.kafka, env.names.rowCompleted, (rs) => rs.some((r) => r.partition === source.partition && BigInt(r.offset) >= end), { settleMs: 300 });
+    const redriven = records.filter((r) => r.partition === source.partition && BigInt(r.offset) >= end);
+    expect(redriven).toHaveLength(1);
+    expect(redriven[0]!.key).toBe(source.key!.toString());
+    expect(redriven[0]!.value.equals(source.value!)).toBe(true);
+  });
+
+  test('dlq redrive refuses a dead letter whose original values were omitted, and says where to read them', async () => {
+    const codec = await new TopicCodec('deadLetter', subjectOf(env.names.deadLetter), env.registry).init();
+    const tooLarge: DeadLetterRecord = {
+      reason: 'record_too_large',
+      message: 'pack output is 70000000 bytes [original payloads omitted]',
+      stage: 'pack',
+      group_id: `${env.prefix}huge`,
+      batch_id: 'b000009',
+      row_indices: [],
+      missing_row_indices: [],
+      records: [{ topic: env.names.penalized, partition: 2, offset: '17', key: Buffer.from(`${env.prefix}huge`), value: null }],
+      produced_at: Date.now(),
+    };
+    const producer = env.kafka.producer();
+    await producer.connect();
+    await producer.send({ topic: env.names.deadLetter, messages: [{ key: tooLarge.group_id, value: codec.encode(tooLarge) }] });
+    await producer.disconnect();
+
+    const r = await dlq(['redrive', '--reason', 'record_too_large']);
+    expect(r.code).toBe(1);
+    expect(r.redrive!.republished).toEqual([]);
+    expect(r.redrive!.refused).toHaveLength(1);
+    expect(r.stdout).toContain('REFUSED');
+    expect(r.stdout).toContain(`${env.names.penalized}/2@17`);
+  });
+});
