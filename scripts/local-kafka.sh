@@ -18,6 +18,11 @@ APIC="$LOCAL/apicurio"
 STATE="${RS_KAFKA_STATE_DIR:-$LOCAL/kafka}"
 KAFKA_PORT="${RS_KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${RS_CONTROLLER_PORT:-9093}"
+# A second listener with SASL (PLAIN, SCRAM-SHA-256/512) for the SASL tests;
+# user rstest / password rstest-secret, loopback only.
+SASL_PORT="${RS_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
+SASL_USER=rstest
+SASL_PASSWORD=rstest-secret
 REGISTRY_PORT="${RS_REGISTRY_PORT:-8081}"
 REGISTRY_MGMT_PORT="${RS_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 KAFKA_HEAP="${RS_KAFKA_HEAP:--Xmx1g -Xms256m}"
@@ -62,11 +67,15 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}
-listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
-advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT}
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${SASL_USER}="${SASL_PASSWORD}";
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=${STATE}/data
 num.partitions=4
 auto.create.topics.enable=false
@@ -114,8 +123,11 @@ broker_up() {
   if [[ ! -f "$STATE/data/meta.properties" ]]; then
     kafka_java kafka.tools.StorageTool format --standalone \
       --cluster-id "$(kafka_java kafka.tools.StorageTool random-uuid)" \
+      --add-scram "SCRAM-SHA-256=[name=${SASL_USER},password=${SASL_PASSWORD}]" \
+      --add-scram "SCRAM-SHA-512=[name=${SASL_USER},password=${SASL_PASSWORD}]" \
       --config "$STATE/server.properties" > "$STATE/format.log" 2>&1 \
       || { cat "$STATE/format.log" >&2; exit 1; }
+    touch "$STATE/.scram-users"
   fi
   local t0=$SECONDS
   nohup bash -c "exec java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
@@ -123,11 +135,27 @@ broker_up() {
       > "$STATE/broker.log" 2>&1 < /dev/null &
   echo $! > "$STATE/broker.pid"
   for _ in $(seq 1 120); do
-    if port_open "$KAFKA_PORT"; then log "broker up on 127.0.0.1:$KAFKA_PORT ($((SECONDS - t0)) s)"; return 0; fi
+    if port_open "$KAFKA_PORT"; then
+      log "broker up on 127.0.0.1:$KAFKA_PORT, SASL on 127.0.0.1:$SASL_PORT ($((SECONDS - t0)) s)"
+      ensure_scram_users
+      return 0
+    fi
     pid_alive "$STATE/broker.pid" || { tail -30 "$STATE/broker.log" >&2; log "broker exited during start-up"; exit 1; }
     sleep 0.5
   done
   log "broker did not answer within 60 s; see $STATE/broker.log"; exit 1
+}
+
+# Storage formatted before the SASL listener existed has no SCRAM users yet.
+ensure_scram_users() {
+  [[ -f "$STATE/.scram-users" ]] && return 0
+  local m
+  for m in SCRAM-SHA-256 SCRAM-SHA-512; do  # one mechanism per request
+    kafka_java kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" --alter \
+      --add-config "${m}=[password=${SASL_PASSWORD}]" --entity-type users --entity-name "$SASL_USER" \
+      >> "$STATE/scram.log" 2>&1 || { log "could not add the SCRAM test user (see $STATE/scram.log)"; return 0; }
+  done
+  touch "$STATE/.scram-users"
 }
 
 registry_up() {
