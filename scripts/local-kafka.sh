@@ -23,6 +23,8 @@ CONTROLLER_PORT="${RS_CONTROLLER_PORT:-9093}"
 SASL_PORT="${RS_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
 SASL_USER=rstest
 SASL_PASSWORD=rstest-secret
+# And a TLS listener (certificate of a throw-away local CA in .local/kafka/tls).
+TLS_PORT="${RS_KAFKA_TLS_PORT:-$((KAFKA_PORT + 3))}"
 REGISTRY_PORT="${RS_REGISTRY_PORT:-8081}"
 REGISTRY_MGMT_PORT="${RS_REGISTRY_MGMT_PORT:-$((REGISTRY_PORT + 1))}"
 KAFKA_HEAP="${RS_KAFKA_HEAP:--Xmx1g -Xms256m}"
@@ -61,17 +63,38 @@ install_artifacts() {
   echo "$stamp" > "$LIBS/.stamp"
 }
 
+# A local CA and a server certificate for 127.0.0.1, PEM, made once per data dir.
+ensure_tls_material() {
+  local d="$STATE/tls"
+  [[ -f "$d/server.pem" ]] && return 0
+  command -v openssl >/dev/null || { log "openssl not found: the TLS listener needs it"; exit 1; }
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=rollout-stream local CA" \
+    -keyout "$d/ca.key" -out "$d/ca.pem" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$d/server.key" -out "$d/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$d/san.ext"
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 3650 \
+    -extfile "$d/san.ext" -out "$d/server.crt" >/dev/null 2>&1
+  # Kafka's PEM keystore: unencrypted PKCS#8 key followed by the certificate chain.
+  openssl pkcs8 -topk8 -nocrypt -in "$d/server.key" -out "$d/server.pk8"
+  cat "$d/server.pk8" "$d/server.crt" "$d/ca.pem" > "$d/server.pem"
+}
+
 write_config() {
   mkdir -p "$STATE/data"
+  ensure_tls_material
   cat > "$STATE/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:${CONTROLLER_PORT}
-listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT}
-advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT}
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT},SSL://127.0.0.1:${TLS_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${CONTROLLER_PORT},SASL_PLAINTEXT://127.0.0.1:${SASL_PORT},SSL://127.0.0.1:${TLS_PORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
+listener.name.ssl.ssl.keystore.type=PEM
+listener.name.ssl.ssl.keystore.location=${STATE}/tls/server.pem
+listener.name.ssl.ssl.client.auth=none
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${SASL_USER}="${SASL_PASSWORD}";
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -136,7 +159,7 @@ broker_up() {
   echo $! > "$STATE/broker.pid"
   for _ in $(seq 1 120); do
     if port_open "$KAFKA_PORT"; then
-      log "broker up on 127.0.0.1:$KAFKA_PORT, SASL on 127.0.0.1:$SASL_PORT ($((SECONDS - t0)) s)"
+      log "broker up on 127.0.0.1:$KAFKA_PORT (SASL :$SASL_PORT, TLS :$TLS_PORT) ($((SECONDS - t0)) s)"
       ensure_scram_users
       return 0
     fi

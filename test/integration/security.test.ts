@@ -45,3 +45,31 @@ describe('SASL settings reach the Kafka client', () => {
     await expect(kafka.producer().connect()).rejects.toThrow(/SCRAM SHA256 authentication failed.*invalid credentials/);
   });
 });
+
+describe('TLS settings reach the Kafka client', () => {
+  const tlsBroker = `127.0.0.1:${Number(plain.split(':')[1]) + 3}`;
+  const caFile = `${process.env.RS_KAFKA_STATE_DIR ?? `${import.meta.dirname}/../../.local/kafka`}/tls/ca.pem`;
+
+  test('a client trusting the local CA connects over TLS and a record goes through', async () => {
+    const { config } = loadConfig({ env: { KAFKA_BROKERS: tlsBroker, KAFKA_TLS: 'true', KAFKA_TLS_CA_FILE: caFile } });
+    expect(config.kafka.tls).toMatchObject({ enabled: true, ca_file: caFile, reject_unauthorized: true });
+    const kafka = createKafka(config.kafka, 'tls-test');
+    const admin = kafka.admin();
+    await admin.connect();
+    const topic = `it.tls.${randomUUID().slice(0, 8)}`;
+    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+    const producer = kafka.producer();
+    await producer.connect();
+    const meta = await producer.send({ topic, messages: [{ key: 'k', value: 'over tls' }] });
+    await producer.disconnect();
+    await admin.deleteTopics({ topics: [topic] });
+    await admin.disconnect();
+    expect(meta[0]!.errorCode).toBe(0);
+  });
+
+  test('a client that does not trust the certificate is refused', async () => {
+    const { config } = loadConfig({ env: { KAFKA_BROKERS: tlsBroker, KAFKA_TLS: 'true' } });
+    const kafka = createKafka(config.kafka, 'tls-test', 'nothing');
+    await expect(kafka.producer().connect()).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
+  });
+});
