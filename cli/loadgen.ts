@@ -121,6 +121,32 @@ function* tap(events: Iterable<LoadgenEvent>, faults: Record<FaultKind, number>,
 }
 
 /**
+ * Sends each event at its modelled time (the running sum of `delayMs` from
+ * the start), so the average rate holds however long each send takes;
+ * events already due go out together.
+ */
+async function sendPaced(producer: RowProducer, events: Iterable<LoadgenEvent>): Promise<void> {
+  const t0 = performance.now();
+  let due = 0;
+  let chunk: LoadgenEvent[] = [];
+  for (const e of events) {
+    due += e.delayMs;
+    const wait = t0 + due - performance.now();
+    if (wait > 0) {
+      if (chunk.length > 0) await producer.send(chunk);
+      chunk = [];
+      await new Promise((r) => setTimeout(r, wait));
+    }
+    chunk.push(e);
+    if (chunk.length >= 500) {
+      await producer.send(chunk);
+      chunk = [];
+    }
+  }
+  if (chunk.length > 0) await producer.send(chunk);
+}
+
+/**
  * Runs the load generator: to Kafka (creating the prefix's topics if the
  * row topic is missing) or, with `dryRun`, to `io.out` as JSON lines.
  * Resolves with the summary once every record was acknowledged.
@@ -173,14 +199,14 @@ export async function runLoadgen(args: LoadgenArgs, config: Config, io: Io, stop
       topic: names.rowCompleted,
       codec,
       flushBytes: 1024 * 1024,
-      pace: args.rate === null ? 0 : 1,
     });
     await producer.connect();
     const r = startClock();
     const timer = r ? setInterval(() => r.update(producer.progress.rows, producer.progress.bytes), io.errIsTty ? 100 : 2000) : undefined;
     try {
-      const live = { ...o, startTimeMs: Date.now() };
-      await producer.send(tap(generateEvents(live), faults, stop));
+      const events = tap(generateEvents({ ...o, startTimeMs: Date.now() }), faults, stop);
+      if (args.rate === null) await producer.send(events);
+      else await sendPaced(producer, events);
     } finally {
       clearInterval(timer);
       await producer.disconnect();

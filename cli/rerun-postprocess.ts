@@ -13,6 +13,7 @@ import { deadLetterRecord } from '../streams/dead-letters.js';
 import type { SchemaRegistryClient } from '../streams/schema-registry.js';
 import { partitionRanges, scanRanges, type ScanRecord } from '../streams/topic-scan.js';
 import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics.js';
+import { UndecodableError } from '../streams/wire-format.js';
 import { formatTable } from './table.js';
 import { RecordDecoder } from './topic-records.js';
 
@@ -171,20 +172,30 @@ async function readProduction(kafka: Kafka, registry: SchemaRegistryClient, pref
     await admin.disconnect();
   }
   await scanRanges(kafka, ranges, async (r) => {
-    if (!r.value) return;
+    const value = r.value;
+    if (!value) return;
+    try {
+      await note(r, value);
+    } catch (e) {
+      // A foreign record on a production topic is not ours to judge here.
+      if (!(e instanceof UndecodableError)) throw e;
+    }
+  });
+  return found;
+
+  async function note(r: ScanRecord, value: Buffer): Promise<void> {
     if (r.topic === names.penalized) {
       if (!groupIds.has(r.key?.toString() ?? '')) return;
-      const d = await decoder.decode('penalized', r.value);
+      const d = await decoder.decode('penalized', value);
       if (d.role !== 'penalized') return;
       const e = entry(d.value.group_id);
       for (const row of d.value.rows) e.rewards.set(row.row_index, row.total_reward);
     } else {
-      const d = await decoder.decode('metrics', r.value);
+      const d = await decoder.decode('metrics', value);
       if (d.role !== 'metrics' || d.value.scope !== 'group' || d.value.group_id === null || !groupIds.has(d.value.group_id)) return;
       entry(d.value.group_id).metrics = d.value.values;
     }
-  });
-  return found;
+  }
 }
 
 const same = (a: number | null | undefined, b: number | null | undefined) => a === b || (Number.isNaN(a) && Number.isNaN(b));
