@@ -33,6 +33,10 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
     summary: 'dead letters: list (filter by reason, stage, group) and redrive to their source topic',
     load: async () => (await import('./dlq.js')).dlqCommand,
   },
+  bench: {
+    summary: 'benchmarks (pack, e2e); each prints ratios against a baseline measured in the same run',
+    load: async () => (await import('./bench.js')).benchCommand,
+  },
   demo: {
     summary: 'the whole pipeline end to end on a local broker, with a summary',
     load: async () => (await import('./demo.js')).demoCommand,

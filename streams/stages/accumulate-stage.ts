@@ -13,6 +13,7 @@ import {
   type AccumulateResult,
 } from '../../processors/group-accumulator.js';
 import { encodeProgress } from '../batch-progress.js';
+import { assembleGroupValue } from '../group-assembly.js';
 import type { TopicCodec } from '../codec.js';
 import type { SourceRecord } from '../dead-letter-record.js';
 import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
@@ -176,8 +177,11 @@ class AccumulateProcessor implements PartitionProcessor {
   }
 
   private collect(out: StageOutput, result: AccumulateResult, nowMs: number): void {
-    for (const { group } of result.groups) {
-      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value: this.deps.groupCodec.encode(group) });
+    for (const { group, payloads } of result.groups) {
+      const value =
+        assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ??
+        this.deps.groupCodec.encode(group);
+      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value });
       this.emitted(group.batch_id).add(group.group_id);
       out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });
     }
