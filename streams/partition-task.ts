@@ -31,6 +31,11 @@ export class PartitionTask {
       maxInFlightRequests: 1,
       transactionTimeout: transactionTimeoutMs,
       allowAutoTopicCreation: false,
+      // The coordinator answers CONCURRENT_TRANSACTIONS to the next
+      // transaction's first request while it still writes the previous
+      // one's markers (a few ms). kafkajs's default first backoff of 300 ms
+      // made every transaction ~280 ms; 5 ms makes it ~20 ms (measured).
+      retry: { initialRetryTime: 5, maxRetryTime: 2_000, retries: 25 },
     });
   }
 
