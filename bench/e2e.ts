@@ -152,7 +152,15 @@ export async function main(argv: string[]): Promise<number> {
       if (arrived.size >= groups.size) allIn();
     },
   });
-  await new Promise((r) => setTimeout(r, 4000)); // stage processes join their groups
+  // Wait until every stage's consumer group is stable (partitions assigned,
+  // state restored), so start-up is not measured as latency.
+  const stageGroups = ['accumulate', 'postprocess', 'batch-metrics', 'pack'].map((s) => `${prefix}rollout-stream.${s}`);
+  for (let i = 0; i < 120; i++) {
+    const { groups: described } = await admin.describeGroups(stageGroups);
+    if (described.every((g) => g.state === 'Stable' && g.members.length === instances)) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  await new Promise((r) => setTimeout(r, 2000));
 
   const producer = new RowProducer({
     kafka,

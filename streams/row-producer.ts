@@ -50,10 +50,16 @@ export class RowProducer {
 
   async send(events: Iterable<LoadgenEvent>): Promise<ProduceProgress> {
     const pace = this.o.pace ?? 0;
+    // Pacing follows an absolute schedule (start + scaled sum of delay hints),
+    // so the time spent sending does not lower the rate.
+    const start = Date.now();
+    let scheduled = 0;
     for (const e of events) {
-      if (pace > 0 && e.delayMs > 0) {
+      scheduled += e.delayMs * pace;
+      const wait = start + scheduled - Date.now();
+      if (pace > 0 && wait > 0) {
         await this.flush();
-        await new Promise((r) => setTimeout(r, e.delayMs * pace));
+        await new Promise((r) => setTimeout(r, wait));
       }
       if (e.kind === 'row') {
         const value = this.o.codec.encode({ kind: 'row', row: e.row });
