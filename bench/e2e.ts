@@ -35,6 +35,7 @@ process's peak RSS, the broker's raw throughput for the same record size
 (ProducerPerformance), and last "ratio e2e/raw: <n>".
 --rate R paces the producer at R rows/s (default: as fast as possible).
 --instances K runs K stage processes (scale-out measurement).
+--keep leaves the topics (and names the slowest group to trace).
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
 
@@ -72,6 +73,7 @@ export async function main(argv: string[]): Promise<number> {
       rate: { type: 'string' },
       seed: { type: 'string', default: '1' },
       instances: { type: 'string', default: '1' },
+      keep: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -191,7 +193,11 @@ export async function main(argv: string[]): Promise<number> {
     topics: [{ topic: rawTopic, numPartitions: config.topics.partitions, configEntries: [{ name: 'max.message.bytes', value: String(config.kafka.max_message_bytes) }] }],
   });
   const raw = rawBrokerMBps(config.kafka.brokers.join(','), rawTopic, avgRecord, Math.max(200, Math.min(rows, Math.floor(2e9 / avgRecord))));
-  await admin.deleteTopics({ topics: [...Object.values(names), rawTopic] }).catch(() => undefined);
+  await admin.deleteTopics({ topics: values.keep ? [rawTopic] : [...Object.values(names), rawTopic] }).catch(() => undefined);
+  if (values.keep) {
+    const slowest = [...arrived].sort((a, b) => b[1] - (lastSent.get(b[0]) ?? 0) - (a[1] - (lastSent.get(a[0]) ?? 0)))[0]?.[0];
+    process.stderr.write(`[bench] kept topics under ${prefix}; slowest group: ./rollout-stream trace ${slowest} --prefix ${prefix}\n`);
+  }
   await admin.disconnect();
 
   const lines = [
