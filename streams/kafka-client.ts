@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';
 import type { KafkaConfig } from '../config/schema.js';
+import { registerCompressionCodecs } from './compression.js';
 import { SchemaRegistryClient } from './schema-registry.js';
 
 process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= '1';
@@ -57,6 +58,7 @@ function logCreator(level: logLevel) {
 
 /** A kafkajs client for `config`; `clientSuffix` distinguishes the processes' client ids. */
 export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error'): Kafka {
+  registerCompressionCodecs();
   const ssl = tlsOptions(config);
   const sasl = saslOptions(config);
   return new Kafka({

@@ -1,0 +1,384 @@
+/**
+ * `bench compression`: which record-batch codec moves rollouts fastest.
+ *
+ * Records are load-generator rows (`generateEvents`, profiles published-max
+ * and router-replay) encoded with the real Avro codec, cut into send units
+ * of at most `--chunk-bytes` the way `RowProducer` flushes. For every codec,
+ * on the same bytes in the same run:
+ *
+ * - in process: compression ratio and single-thread compress/decompress
+ *   MB/s of each unit, through the codec kafkajs itself runs
+ *   (`kafkaCodec`); best of `--reps`, codecs interleaved per rep;
+ * - through the broker: per codec a fresh one-partition topic
+ *   `bench.compression.<run>.<codec>` with a consumer (read_committed)
+ *   already joined, then an idempotent producer (acks=all, one request in
+ *   flight) sends every unit with that codec; produce MB/s = bytes / time
+ *   to the last ack, e2e MB/s = bytes / time to the last record consumed
+ *   and checked byte-equal; client CPU = this process's CPU time per MB.
+ *   Best of `--e2e-reps` (the median is printed beside it: other tenants
+ *   of the machine and broker only ever slow a rep down), codecs
+ *   interleaved per rep. Topics and groups are deleted afterwards.
+ *
+ * MB = 10^6 uncompressed bytes. The last line, `best: <codec>`, is the codec
+ * with the highest load-weighted e2e MB/s (`scoreCodecs`); codecs within
+ * `--tie` of it count as tied and the best ratio among them wins (fewer
+ * bytes on disk and on the network for the same speed).
+ */
+import { randomUUID } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { Kafka } from 'kafkajs';
+import { ensureLocalServices } from '../cli/local-services.js';
+import { loadConfig } from '../config/load.js';
+import { generateEvents, PROFILES, type ProfileName } from '../loadgen/index.js';
+import { AvroBodyCodec } from '../streams/codec.js';
+import { COMPRESSION_NAMES, compressionType, kafkaCodec, registerCompressionCodecs, type CompressionName } from '../streams/compression.js';
+import { createKafka } from '../streams/kafka-client.js';
+
+const USAGE = `usage: npx tsx bench/compression.ts [--profiles published-max,router-replay] [--groups G] [--generations N]
+                                   [--seed S] [--codecs none,gzip,snappy,lz4,zstd] [--chunk-bytes B]
+                                   [--reps 3] [--e2e-reps 3] [--tie 0.1] [--no-broker]
+
+Per profile and codec: ratio, compress/decompress MB/s in process, produce and
+produce+consume MB/s through the broker (KAFKA_BROKERS, or the local one,
+started if needed) and the client's CPU ms per MB. Default sizes: published-max
+24 groups × 16 rows (~17 MB), router-replay 2 groups × 16 rows (~50 MB); about
+two minutes on two cores. Last line "best: <codec>" (see bench/README.md).`;
+
+const DEFAULT_GROUPS: Record<string, number> = { 'published-max': 24, 'router-replay': 2 };
+
+interface Unit {
+  key: string;
+  values: Buffer[];
+  bytes: number;
+}
+
+interface Row {
+  profile: string;
+  codec: CompressionName;
+  /** MB/s this profile produces at its published row rate (rows/s × mean record bytes): its weight in the choice. */
+  loadMBps: number;
+  ratio: number;
+  compressMBps: number;
+  decompressMBps: number;
+  /** Best over the e2e reps. */
+  produceMBps: number;
+  e2eMBps: number;
+  /** Every e2e rep, for the median and the spread. */
+  e2eSamples: number[];
+  /** Client (producer + consumer process) CPU ms per MB, every e2e rep. */
+  cpuSamples: number[];
+}
+
+const median = (xs: number[]) => {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+const mbps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000);
+
+/** Rows of one profile, Avro-encoded, cut into send units of ≤ chunkBytes (always ≥ 1 record). */
+function buildUnits(profile: ProfileName, groups: number, generations: number, seed: number, chunkBytes: number): Unit[] {
+  const codec = new AvroBodyCodec('rowCompleted');
+  const units: Unit[] = [];
+  let current: Unit | null = null;
+  for (const e of generateEvents({ batches: 1, groupsPerBatch: groups, generations, seed, profile })) {
+    if (e.kind !== 'row') continue;
+    const value = codec.encodeBody({ kind: 'row', row: e.row });
+    if (current === null || (current.bytes > 0 && current.bytes + value.length > chunkBytes)) {
+      current = { key: e.row.group_id, values: [], bytes: 0 };
+      units.push(current);
+    }
+    current.values.push(value);
+    current.bytes += value.length;
+  }
+  return units;
+}
+
+/** In-process ratio and speeds of one codec over all units (one pass). */
+async function measureCodec(name: CompressionName, blobs: Buffer[]): Promise<{ ratio: number; compressMs: number; decompressMs: number }> {
+  const codec = kafkaCodec(name);
+  if (codec === null) return { ratio: 1, compressMs: Number.NaN, decompressMs: Number.NaN };
+  const compressed: Buffer[] = [];
+  let t0 = performance.now();
+  for (const b of blobs) compressed.push(await codec.compress(b));
+  const compressMs = performance.now() - t0;
+  const restored: Buffer[] = [];
+  t0 = performance.now();
+  for (const c of compressed) restored.push(await codec.decompress(c));
+  const decompressMs = performance.now() - t0;
+  blobs.forEach((b, i) => {
+    if (!b.equals(restored[i]!)) throw new Error(`${name}: unit ${i} does not round-trip`);
+  });
+  const raw = blobs.reduce((s, b) => s + b.length, 0);
+  return { ratio: raw / compressed.reduce((s, c) => s + c.length, 0), compressMs, decompressMs };
+}
+
+/**
+ * One codec's path through the broker: its own one-partition topic, an
+ * idempotent producer (acks=all, one request in flight, as `RowProducer`)
+ * and a read_committed consumer that checks every record byte for byte.
+ * The consumer joins once (the broker delays a first join by 3 s) and is
+ * paused between rounds so idle lanes do not poll while another measures.
+ */
+class Lane {
+  private expected: Buffer[] = [];
+  private received = 0;
+  private finish: () => void = () => undefined;
+  private fail: (e: unknown) => void = () => undefined;
+  private readonly consumer;
+  private readonly producer;
+
+  constructor(
+    private readonly kafka: Kafka,
+    readonly topic: string,
+    readonly codec: CompressionName,
+    private readonly maxMessageBytes: number,
+  ) {
+    this.consumer = kafka.consumer({
+      groupId: `${topic}.reader`,
+      readUncommitted: false,
+      maxBytes: 2 * maxMessageBytes,
+      maxBytesPerPartition: maxMessageBytes + 1024,
+      maxWaitTimeInMs: 50,
+      allowAutoTopicCreation: false,
+    });
+    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  }
+
+  async open(): Promise<void> {
+    await Promise.all([this.consumer.connect(), this.producer.connect()]);
+    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+    const joined = new Promise<void>((resolve) => this.consumer.on(this.consumer.events.GROUP_JOIN, () => resolve()));
+    this.consumer.on(this.consumer.events.CRASH, (e) => this.fail(e.payload.error));
+    void this.consumer.run({
+      eachMessage: async ({ message }) => {
+        const want = this.expected[this.received];
+        if (want === undefined || message.value === null || !want.equals(message.value)) {
+          this.fail(new Error(`${this.codec}: record ${this.received} read back differs from what was sent`));
+          return;
+        }
+        if (++this.received === this.expected.length) this.finish();
+      },
+    });
+    await joined;
+    this.consumer.pause([{ topic: this.topic }]);
+    // Untimed warm-up: topic metadata, the fetch session, the codec's first call.
+    await this.round([{ key: 'warm-up', values: [Buffer.alloc(1024, 7)], bytes: 1024 }]);
+  }
+
+  /** Sends every unit with this lane's codec and reads it back; ms to the last ack and to the last record read. */
+  async round(units: Unit[]): Promise<{ produceMs: number; e2eMs: number; cpuMs: number }> {
+    this.expected = units.flatMap((u) => u.values);
+    this.received = 0;
+    const done = new Promise<void>((resolve, reject) => ((this.finish = resolve), (this.fail = reject)));
+    this.consumer.resume([{ topic: this.topic }]);
+    try {
+      const compression = compressionType(this.codec);
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      for (const u of units) {
+        await this.producer.sendBatch({
+          acks: -1,
+          compression,
+          topicMessages: [{ topic: this.topic, messages: u.values.map((value) => ({ key: u.key, value })) }],
+        });
+      }
+      const produceMs = performance.now() - t0;
+      await done;
+      const e2eMs = performance.now() - t0;
+      const cpu = process.cpuUsage(cpu0);
+      return { produceMs, e2eMs, cpuMs: (cpu.user + cpu.system) / 1000 };
+    } finally {
+      this.consumer.pause([{ topic: this.topic }]);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.consumer.disconnect(), this.producer.disconnect()]);
+  }
+}
+
+/** Creates one topic and one lane per codec, joined and paused. */
+async function openLanes(kafka: Kafka, run: string, codecs: CompressionName[], maxMessageBytes: number): Promise<Lane[]> {
+  const lanes = codecs.map((c) => new Lane(kafka, `bench.compression.${run}.${c}`, c, maxMessageBytes));
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: lanes.map((l) => ({ topic: l.topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }] })),
+    });
+  } finally {
+    await admin.disconnect();
+  }
+  try {
+    await Promise.all(lanes.map((l) => l.open()));
+  } catch (e) {
+    await closeLanes(kafka, lanes);
+    throw e;
+  }
+  return lanes;
+}
+
+async function closeLanes(kafka: Kafka, lanes: Lane[]): Promise<void> {
+  await Promise.all(lanes.map((l) => l.close().catch(() => undefined)));
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const topics = lanes.map((l) => l.topic);
+    await admin.deleteTopics({ topics }).catch((e: unknown) => console.error(`could not delete the bench topics ${topics.join(', ')}: ${String(e)}`));
+    await admin.deleteGroups(topics.map((t) => `${t}.reader`)).catch(() => undefined);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+function formatTable(rows: Row[]): string {
+  const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '–');
+  const lines = [
+    '| profile | codec | ratio | compress MB/s | decompress MB/s | produce MB/s | produce+consume MB/s best (median) | client CPU ms/MB |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.profile} | ${r.codec} | ${f(r.ratio, 2)} | ${f(r.compressMBps)} | ${f(r.decompressMBps)} | ${f(r.produceMBps)} | ` +
+        `${f(r.e2eMBps)} (${f(median(r.e2eSamples))}) | ${f(median(r.cpuSamples), 1)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Load-weighted throughput of each codec: the harmonic mean of its best
+ * produce+consume MB/s over the profiles, weighted by the MB/s each profile
+ * produces at its published row rate, i.e. how fast it moves the traffic
+ * the profiles model. A light profile (published-max, ~3 MB/s) barely
+ * counts next to a heavy one (router-replay, ~90 MB/s), because only the
+ * heavy one is bound by throughput. Without e2e numbers, compress MB/s
+ * (of the compressing codecs) stands in.
+ */
+export function scoreCodecs(rows: Row[], metric: 'e2eMBps' | 'compressMBps'): Map<CompressionName, number> {
+  const scores = new Map<CompressionName, number>();
+  for (const c of new Set(rows.map((r) => r.codec))) {
+    if (metric === 'compressMBps' && c === 'none') continue;
+    const mine = rows.filter((r) => r.codec === c);
+    const load = mine.reduce((s, r) => s + r.loadMBps, 0);
+    scores.set(c, load / mine.reduce((s, r) => s + r.loadMBps / r[metric], 0));
+  }
+  return scores;
+}
+
+/** The best-scoring codec; codecs within `tie` of it count as tied and the best ratio (weighted geometric mean) among them wins. */
+export function pickBest(rows: Row[], scores: Map<CompressionName, number>, tie: number): CompressionName {
+  const top = Math.max(...scores.values());
+  const tied = [...scores].filter(([, v]) => v >= top * (1 - tie)).map(([c]) => c);
+  const ratio = (c: CompressionName) => {
+    const mine = rows.filter((r) => r.codec === c);
+    const load = mine.reduce((s, r) => s + r.loadMBps, 0);
+    return Math.exp(mine.reduce((s, r) => s + r.loadMBps * Math.log(r.ratio), 0) / load);
+  };
+  return tied.reduce((a, b) => (ratio(b) > ratio(a) ? b : a));
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      profiles: { type: 'string', default: 'published-max,router-replay' },
+      groups: { type: 'string' },
+      generations: { type: 'string', default: '16' },
+      seed: { type: 'string', default: '1' },
+      codecs: { type: 'string', default: COMPRESSION_NAMES.join(',') },
+      'chunk-bytes': { type: 'string', default: String(4 * 1024 * 1024) },
+      reps: { type: 'string', default: '3' },
+      'e2e-reps': { type: 'string', default: '3' },
+      tie: { type: 'string', default: '0.1' },
+      'no-broker': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const codecs = values.codecs.split(',').map((c) => c.trim()) as CompressionName[];
+  for (const c of codecs) if (!COMPRESSION_NAMES.includes(c)) throw new Error(`unknown codec ${c}; known: ${COMPRESSION_NAMES.join(', ')}`);
+  const reps = Number(values.reps);
+  const e2eReps = values['no-broker'] ? 0 : Number(values['e2e-reps']);
+  registerCompressionCodecs();
+
+  let kafka: Kafka | null = null;
+  let maxMessageBytes = 64 * 1024 * 1024;
+  if (e2eReps > 0) {
+    ensureLocalServices();
+    const { config } = loadConfig({});
+    kafka = createKafka(config.kafka, 'bench-compression');
+    maxMessageBytes = config.kafka.max_message_bytes;
+  }
+  const run = randomUUID().slice(0, 8);
+  const lanes = kafka === null ? [] : await openLanes(kafka, run, codecs, maxMessageBytes);
+  const rows: Row[] = [];
+  try {
+    for (const profile of values.profiles.split(',').map((p) => p.trim()) as ProfileName[]) {
+      const groups = Number(values.groups ?? DEFAULT_GROUPS[profile] ?? 8);
+      const units = buildUnits(profile, groups, Number(values.generations), Number(values.seed), Number(values['chunk-bytes']));
+      const blobs = units.map((u) => Buffer.concat(u.values));
+      const bytes = blobs.reduce((s, b) => s + b.length, 0);
+      const records = units.reduce((s, u) => s + u.values.length, 0);
+      console.error(`[${profile}] ${records} records, ${(bytes / 1e6).toFixed(1)} MB in ${units.length} sends`);
+      // Each rep starts with the next codec, so none always follows the same neighbour.
+      const order = (rep: number) => codecs.map((_, i) => codecs[(i + rep) % codecs.length]!);
+      const shape = PROFILES[profile];
+      const loadMBps = ((shape?.rowsPerSecond ?? 1) * bytes) / records / 1e6;
+      const best = new Map<CompressionName, Row>(
+        codecs.map((c) => [
+          c,
+          { profile, codec: c, loadMBps, ratio: 0, compressMBps: 0, decompressMBps: 0, produceMBps: Number.NaN, e2eMBps: Number.NaN, e2eSamples: [], cpuSamples: [] },
+        ]),
+      );
+      for (let rep = 0; rep < reps; rep++) {
+        for (const c of order(rep)) {
+          const m = await measureCodec(c, blobs);
+          const r = best.get(c)!;
+          r.ratio = m.ratio;
+          r.compressMBps = Math.max(r.compressMBps, mbps(bytes, m.compressMs)) || Number.NaN;
+          r.decompressMBps = Math.max(r.decompressMBps, mbps(bytes, m.decompressMs)) || Number.NaN;
+        }
+      }
+      for (let rep = 0; rep < e2eReps; rep++) {
+        for (const c of order(rep)) {
+          const m = await lanes.find((l) => l.codec === c)!.round(units);
+          const r = best.get(c)!;
+          r.produceMBps = Math.max(r.produceMBps || 0, mbps(bytes, m.produceMs));
+          r.e2eMBps = Math.max(r.e2eMBps || 0, mbps(bytes, m.e2eMs));
+          r.e2eSamples.push(mbps(bytes, m.e2eMs));
+          r.cpuSamples.push(m.cpuMs / (bytes / 1e6));
+          console.error(
+            `[${profile}] ${c} rep ${rep + 1}: produce ${mbps(bytes, m.produceMs).toFixed(0)} MB/s, e2e ${mbps(bytes, m.e2eMs).toFixed(0)} MB/s, ` +
+              `client CPU ${(m.cpuMs / (bytes / 1e6)).toFixed(1)} ms/MB (${((100 * m.cpuMs) / m.e2eMs).toFixed(0)}% of wall)`,
+          );
+        }
+      }
+      rows.push(...best.values());
+    }
+  } finally {
+    if (kafka !== null) await closeLanes(kafka, lanes);
+  }
+  console.log(formatTable(rows));
+  const metric = e2eReps > 0 ? 'e2eMBps' : 'compressMBps';
+  const loads = [...new Map(rows.map((r) => [r.profile, r.loadMBps])).entries()].map(([p, l]) => `${p} ${l.toFixed(1)} MB/s`).join(', ');
+  const scores = scoreCodecs(rows, metric);
+  console.log(
+    `load-weighted ${metric === 'e2eMBps' ? 'produce+consume' : 'compress'} MB/s (weights = each profile at its published rate: ${loads}): ` +
+      [...scores].map(([c, v]) => `${c} ${v.toFixed(1)}`).join(', '),
+  );
+  console.log(`rule: the highest load-weighted MB/s; codecs within ${Number(values.tie) * 100}% of it are tied and the best ratio among them wins`);
+  console.log(`best: ${pickBest(rows, scores, Number(values.tie))}`);
+  return 0;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main(process.argv.slice(2));
+}
