@@ -14,17 +14,19 @@
  *   already joined, then an idempotent producer (acks=all, one request in
  *   flight) sends every unit with that codec; produce MB/s = bytes / time
  *   to the last ack, e2e MB/s = bytes / time to the last record consumed
- *   and checked byte-equal; client CPU = this process's CPU time per MB.
- *   Best of `--e2e-reps` (the median is printed beside it: other tenants
- *   of the machine and broker only ever slow a rep down), codecs
- *   interleaved per rep. Topics and groups are deleted afterwards.
+ *   and checked byte-equal; CPU ms/MB of this process (client) and of the
+ *   broker process when it runs here (/proc; it also serves other users).
+ *   Median and best of `--e2e-reps`, codecs interleaved per rep (each rep
+ *   starts one codec later). Topics and groups are deleted afterwards.
  *
  * MB = 10^6 uncompressed bytes. The last line, `best: <codec>`, is the codec
- * with the highest load-weighted e2e MB/s (`scoreCodecs`); codecs within
+ * with the highest load-weighted median e2e MB/s (`scoreCodecs`); codecs within
  * `--tie` of it count as tied and the best ratio among them wins (fewer
  * bytes on disk and on the network for the same speed).
  */
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Kafka } from 'kafkajs';
@@ -68,6 +70,8 @@ interface Row {
   e2eSamples: number[];
   /** Client (producer + consumer process) CPU ms per MB, every e2e rep. */
   cpuSamples: number[];
+  /** The local broker's CPU ms per MB, every e2e rep it could be read (it also serves whoever else uses it). */
+  brokerCpuSamples: number[];
 }
 
 const median = (xs: number[]) => {
@@ -77,6 +81,22 @@ const median = (xs: number[]) => {
 };
 
 const mbps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000);
+
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+
+/** CPU ms used so far by the broker process (`kafka.Kafka`) on this machine, with its pid; null when there is none. */
+function brokerCpu(): { pid: string; ms: number } | null {
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('kafka.Kafka')) continue;
+      const fields = readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1]!.split(' ');
+      return { pid, ms: ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK };
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return null;
+}
 
 /** Rows of one profile, Avro-encoded, cut into send units of ≤ chunkBytes (always ≥ 1 record). */
 function buildUnits(profile: ProfileName, groups: number, generations: number, seed: number, chunkBytes: number): Unit[] {
@@ -169,7 +189,7 @@ class Lane {
   }
 
   /** Sends every unit with this lane's codec and reads it back; ms to the last ack and to the last record read. */
-  async round(units: Unit[]): Promise<{ produceMs: number; e2eMs: number; cpuMs: number }> {
+  async round(units: Unit[]): Promise<{ produceMs: number; e2eMs: number; cpuMs: number; brokerMs: number | null }> {
     this.expected = units.flatMap((u) => u.values);
     this.received = 0;
     const done = new Promise<void>((resolve, reject) => ((this.finish = resolve), (this.fail = reject)));
@@ -177,6 +197,7 @@ class Lane {
     try {
       const compression = compressionType(this.codec);
       const cpu0 = process.cpuUsage();
+      const broker0 = brokerCpu();
       const t0 = performance.now();
       for (const u of units) {
         await this.producer.sendBatch({
@@ -189,7 +210,10 @@ class Lane {
       await done;
       const e2eMs = performance.now() - t0;
       const cpu = process.cpuUsage(cpu0);
-      return { produceMs, e2eMs, cpuMs: (cpu.user + cpu.system) / 1000 };
+      const broker1 = brokerCpu();
+      // A restarted broker (another pid) makes the difference meaningless.
+      const brokerMs = broker0 && broker1 && broker0.pid === broker1.pid ? broker1.ms - broker0.ms : null;
+      return { produceMs, e2eMs, cpuMs: (cpu.user + cpu.system) / 1000, brokerMs };
     } finally {
       this.consumer.pause([{ topic: this.topic }]);
     }
@@ -238,34 +262,37 @@ async function closeLanes(kafka: Kafka, lanes: Lane[]): Promise<void> {
 function formatTable(rows: Row[]): string {
   const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '–');
   const lines = [
-    '| profile | codec | ratio | compress MB/s | decompress MB/s | produce MB/s | produce+consume MB/s best (median) | client CPU ms/MB |',
+    '| profile | codec | ratio | compress MB/s | decompress MB/s | produce MB/s | produce+consume MB/s median (best) | CPU ms/MB client / broker |',
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     lines.push(
       `| ${r.profile} | ${r.codec} | ${f(r.ratio, 2)} | ${f(r.compressMBps)} | ${f(r.decompressMBps)} | ${f(r.produceMBps)} | ` +
-        `${f(r.e2eMBps)} (${f(median(r.e2eSamples))}) | ${f(median(r.cpuSamples), 1)} |`,
+        `${f(median(r.e2eSamples))} (${f(r.e2eMBps)}) | ${f(median(r.cpuSamples), 1)} / ${f(median(r.brokerCpuSamples), 1)} |`,
     );
   }
   return lines.join('\n');
 }
 
 /**
- * Load-weighted throughput of each codec: the harmonic mean of its best
+ * Load-weighted throughput of each codec: the harmonic mean of its median
  * produce+consume MB/s over the profiles, weighted by the MB/s each profile
  * produces at its published row rate, i.e. how fast it moves the traffic
  * the profiles model. A light profile (published-max, ~3 MB/s) barely
  * counts next to a heavy one (router-replay, ~90 MB/s), because only the
- * heavy one is bound by throughput. Without e2e numbers, compress MB/s
- * (of the compressing codecs) stands in.
+ * heavy one is bound by throughput. The median, not the best rep: on a
+ * shared machine the best of three is an extreme value and swung the
+ * ranking between runs; the median did not. Without e2e numbers, compress
+ * MB/s (of the compressing codecs) stands in.
  */
-export function scoreCodecs(rows: Row[], metric: 'e2eMBps' | 'compressMBps'): Map<CompressionName, number> {
+export function scoreCodecs(rows: Row[], metric: 'e2e' | 'compressMBps'): Map<CompressionName, number> {
+  const value = (r: Row) => (metric === 'e2e' ? median(r.e2eSamples) : r.compressMBps);
   const scores = new Map<CompressionName, number>();
   for (const c of new Set(rows.map((r) => r.codec))) {
     if (metric === 'compressMBps' && c === 'none') continue;
     const mine = rows.filter((r) => r.codec === c);
     const load = mine.reduce((s, r) => s + r.loadMBps, 0);
-    scores.set(c, load / mine.reduce((s, r) => s + r.loadMBps / r[metric], 0));
+    scores.set(c, load / mine.reduce((s, r) => s + r.loadMBps / value(r), 0));
   }
   return scores;
 }
@@ -335,7 +362,7 @@ export async function main(argv: string[]): Promise<number> {
       const best = new Map<CompressionName, Row>(
         codecs.map((c) => [
           c,
-          { profile, codec: c, loadMBps, ratio: 0, compressMBps: 0, decompressMBps: 0, produceMBps: Number.NaN, e2eMBps: Number.NaN, e2eSamples: [], cpuSamples: [] },
+          { profile, codec: c, loadMBps, ratio: 0, compressMBps: 0, decompressMBps: 0, produceMBps: Number.NaN, e2eMBps: Number.NaN, e2eSamples: [], cpuSamples: [], brokerCpuSamples: [] },
         ]),
       );
       for (let rep = 0; rep < reps; rep++) {
@@ -355,9 +382,10 @@ export async function main(argv: string[]): Promise<number> {
           r.e2eMBps = Math.max(r.e2eMBps || 0, mbps(bytes, m.e2eMs));
           r.e2eSamples.push(mbps(bytes, m.e2eMs));
           r.cpuSamples.push(m.cpuMs / (bytes / 1e6));
+          if (m.brokerMs !== null) r.brokerCpuSamples.push(m.brokerMs / (bytes / 1e6));
           console.error(
             `[${profile}] ${c} rep ${rep + 1}: produce ${mbps(bytes, m.produceMs).toFixed(0)} MB/s, e2e ${mbps(bytes, m.e2eMs).toFixed(0)} MB/s, ` +
-              `client CPU ${(m.cpuMs / (bytes / 1e6)).toFixed(1)} ms/MB (${((100 * m.cpuMs) / m.e2eMs).toFixed(0)}% of wall)`,
+              `CPU ms/MB client ${(m.cpuMs / (bytes / 1e6)).toFixed(1)} broker ${m.brokerMs === null ? '–' : (m.brokerMs / (bytes / 1e6)).toFixed(1)}`,
           );
         }
       }
@@ -367,11 +395,11 @@ export async function main(argv: string[]): Promise<number> {
     if (kafka !== null) await closeLanes(kafka, lanes);
   }
   console.log(formatTable(rows));
-  const metric = e2eReps > 0 ? 'e2eMBps' : 'compressMBps';
+  const metric = e2eReps > 0 ? 'e2e' : 'compressMBps';
   const loads = [...new Map(rows.map((r) => [r.profile, r.loadMBps])).entries()].map(([p, l]) => `${p} ${l.toFixed(1)} MB/s`).join(', ');
   const scores = scoreCodecs(rows, metric);
   console.log(
-    `load-weighted ${metric === 'e2eMBps' ? 'produce+consume' : 'compress'} MB/s (weights = each profile at its published rate: ${loads}): ` +
+    `load-weighted ${metric === 'e2e' ? 'median produce+consume' : 'compress'} MB/s (weights = each profile at its published rate: ${loads}): ` +
       [...scores].map(([c, v]) => `${c} ${v.toFixed(1)}`).join(', '),
   );
   console.log(`rule: the highest load-weighted MB/s; codecs within ${Number(values.tie) * 100}% of it are tied and the best ratio among them wins`);

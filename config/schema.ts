@@ -111,7 +111,7 @@ export const kafkaConfigSchema = z.strictObject({
     .default(null),
   /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
   max_message_bytes: z.number().int().positive().default(67_108_864),
-  compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('zstd'),
+  compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
 });
 
 export const topicsConfigSchema = z.strictObject({
