@@ -11,8 +11,10 @@
  * five natively.
  *
  * Wire formats (what the Kafka protocol expects inside a record batch):
- * - lz4: the LZ4 frame format (magic 04 22 4D 18), independent 64 KiB blocks,
- *   no checksums, as Java's `KafkaLZ4BlockOutputStream` and librdkafka write.
+ * - lz4: the LZ4 frame format (magic 04 22 4D 18), independent blocks, no
+ *   checksums. lz4_flex picks the block size from the input (64 KiB up to
+ *   4 MiB); Java's `KafkaLZ4BlockInputStream` and librdkafka read them all
+ *   (checked through the broker, which decompresses to validate).
  * - zstd: one standard zstd frame, level 3 (the Java client's and
  *   librdkafka's default level).
  * - snappy: written as one raw snappy block (what librdkafka writes); read as
