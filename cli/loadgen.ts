@@ -199,6 +199,7 @@ export async function runLoadgen(args: LoadgenArgs, config: Config, io: Io, stop
       topic: names.rowCompleted,
       codec,
       flushBytes: 1024 * 1024,
+      compression: config.kafka.compression,
     });
     await producer.connect();
     const r = startClock();

@@ -90,6 +90,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         deadLetterTopic: topics.deadLetter,
         deadLetterCodec,
         maxMessageBytes: config.kafka.max_message_bytes,
+        compression: config.kafka.compression,
         maxInflightBytes: config.runtime.max_inflight_bytes,
         transactionTimeoutMs: config.runtime.transaction_timeout_ms,
         sessionTimeoutMs: config.runtime.session_timeout_ms,

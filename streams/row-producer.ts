@@ -7,6 +7,7 @@
 import type { Kafka, Message, Producer } from 'kafkajs';
 import type { LoadgenEvent } from '../loadgen/index.js';
 import type { TopicCodec } from './codec.js';
+import { compressionType, type CompressionName } from './compression.js';
 
 export interface ProduceProgress {
   rows: number;
@@ -19,6 +20,8 @@ export interface RowProducerOptions {
   kafka: Kafka;
   topic: string;
   codec: TopicCodec<'rowCompleted'>;
+  /** Producer compression (default none; see bench/README.md "compression"). */
+  compression?: CompressionName;
   /** Flush when this many bytes are buffered (default 4 MiB). */
   flushBytes?: number;
   /** Honour each event's delayMs (scaled); 0 = as fast as possible. */
@@ -95,7 +98,7 @@ export class RowProducer {
     const messages = this.buffer;
     this.buffer = [];
     this.buffered = 0;
-    await this.producer.send({ topic: this.o.topic, acks: -1, messages });
+    await this.producer.send({ topic: this.o.topic, acks: -1, messages, compression: compressionType(this.o.compression ?? 'none') });
     this.o.onProgress?.(this.progress);
   }
 

@@ -14,6 +14,7 @@ import type { Admin, Consumer, EachBatchPayload, Kafka, Message } from 'kafkajs'
 import type { DeadLetterRecord } from './dead-letter-record.js';
 import type { TopicCodec } from './codec.js';
 import { restoreChangelog } from './changelog-restore.js';
+import { compressionType, type CompressionName } from './compression.js';
 import { PartitionTask } from './partition-task.js';
 import type { RuntimeMetrics } from './runtime-metrics.js';
 import { type InputRecord, type Stage, type StageOutput } from './stage.js';
@@ -37,6 +38,8 @@ export interface StageRunnerOptions {
   maxInflightBytes: number;
   transactionTimeoutMs: number;
   sessionTimeoutMs: number;
+  /** Producer compression of every output (bench/README.md "compression": none by default). */
+  compression?: CompressionName;
   tickIntervalMs?: number;
   metrics: RuntimeMetrics;
   log: Logger;
@@ -323,9 +326,7 @@ export class StageRunner {
           : []),
       ];
       for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
-        await tx.sendBatch({
-          topicMessages: groupByTopic(chunk),
-        });
+        await tx.sendBatch({ topicMessages: groupByTopic(chunk), compression: compressionType(this.o.compression ?? 'none') });
       }
       if (nextOffset !== null) {
         await tx.sendOffsets({

@@ -16,7 +16,9 @@ let env: TestEnv;
 let pipeline: RunningPipeline;
 
 beforeAll(async () => {
+  // zstd on every stage's output here (the other pipeline tests run the default, none).
   env = await testEnv('e2e', [
+    [['kafka', 'compression'], 'zstd'],
     [['accumulate', 'batch_end_grace_ms'], 300],
     [['runtime', 'metrics_port'], 0],
   ]);
@@ -54,7 +56,7 @@ describe('the pipeline on the real broker', () => {
     const expected = collectExpectations(events);
     const names = topicNames(env.prefix);
     const rowCodec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
-    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec: rowCodec });
+    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec: rowCodec, compression: 'lz4' });
     await producer.connect();
     await producer.send(events);
     await producer.disconnect();
