@@ -48,11 +48,23 @@ export async function restoreChangelog(
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      // A partition whose tail is only transaction markers yields no batch
-      // that reaches `end`; after a few empty fetch rounds it is done too.
-      let idleFetches = 0;
-      consumer.on(consumer.events.FETCH, () => {
-        if (++idleFetches >= 5 && remaining.size > 0) {
+      const reached = (partition: number, lastOffset: string) => {
+        const end = remaining.get(partition);
+        if (end === undefined || BigInt(lastOffset) + 1n < end) return;
+        remaining.delete(partition);
+        if (remaining.size === 0) resolve();
+      };
+      // A batch's last offset counts transaction markers and aborted records
+      // too, and batches holding only those never reach eachBatch but do end
+      // with this event: that is how a partition whose tail is a commit
+      // marker (always, for a transactional changelog) is seen to be done.
+      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => reached(e.payload.partition, e.payload.lastOffset));
+      // Last resort: fetches that return nothing at all for 5 s mean the end
+      // was passed; never cut short while any data is still arriving.
+      let emptyFetches = 0;
+      consumer.on(consumer.events.FETCH, (e) => {
+        emptyFetches = e.payload.numberOfBatches === 0 ? emptyFetches + 1 : 0;
+        if (emptyFetches >= 50 && remaining.size > 0) {
           remaining.clear();
           resolve();
         }
@@ -63,19 +75,13 @@ export async function restoreChangelog(
           eachBatch: async ({ batch }) => {
             const end = remaining.get(batch.partition);
             if (end === undefined) return;
-            idleFetches = 0;
             for (const m of batch.messages) {
               if (BigInt(m.offset) >= end) break;
               stats.records++;
               stats.bytes += m.value?.length ?? 0;
               await onRecord(batch.partition, { key: m.key?.toString('utf8') ?? '', value: m.value });
             }
-            // Transaction markers occupy offsets too, so "reached" means the
-            // fetch position passed the end, not that a record sat at end-1.
-            if (BigInt(batch.lastOffset()) + 1n >= end || BigInt(batch.highWatermark) <= BigInt(batch.lastOffset()) + 1n) {
-              remaining.delete(batch.partition);
-              if (remaining.size === 0) resolve();
-            }
+            reached(batch.partition, batch.lastOffset());
           },
         })
         .catch(reject);

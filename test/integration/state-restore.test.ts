@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
+import { RowProducer } from '../../streams/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics.js';
+import { testEnv, type TestEnv } from './helpers.js';
+import { readTopic } from './topic-reader.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, error: (m: string) => console.error(m) };
+let env: TestEnv | undefined;
+let pipeline: RunningPipeline | undefined;
+
+afterEach(async () => {
+  await pipeline?.stop();
+  pipeline = undefined;
+  await env?.close();
+});
+
+async function produce(e: TestEnv, events: LoadgenEvent[]): Promise<void> {
+  const names = topicNames(e.prefix);
+  const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
+  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec });
+  await producer.connect();
+  await producer.send(events);
+  await producer.disconnect();
+}
+
+const start = (e: TestEnv) => startPipeline({ config: e.config, configDir: process.cwd(), stages: ['accumulate'], log: quiet });
+
+describe('accumulator state across restarts', () => {
+  test('rows received before a restart are restored from the changelog and the group completes once after it', async () => {
+    env = await testEnv('restore');
+    const rows = [...generateEvents({ batches: 1, groupsPerBatch: 3, generations: 4, seed: 9, profile: 'small', runId: `${env.prefix}run`, reorderWindowGroups: 0 })].filter(
+      (e) => e.kind === 'row',
+    );
+    // First half of every group's rows, then a clean stop.
+    const firstHalf = rows.filter((e) => e.kind === 'row' && e.row.row_index % 4 < 2);
+    const secondHalf = rows.filter((e) => e.kind === 'row' && e.row.row_index % 4 >= 2);
+    pipeline = await start(env);
+    await produce(env, firstHalf);
+    const names = topicNames(env.prefix);
+    await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= firstHalf.length, { timeoutMs: 60_000, settleMs: 500 });
+    await pipeline.stop();
+    // A new instance restores the pending rows, then the rest arrive.
+    pipeline = await start(env);
+    await produce(env, secondHalf);
+    const groups = await readTopic(env.kafka, names.groupComplete, (rs) => rs.length >= 3);
+    expect(groups.map((r) => r.key).sort()).toEqual([...new Set(rows.map((e) => (e.kind === 'row' ? e.row.group_id : '')))].sort());
+    const codec = new TopicCodec('groupComplete', subjectOf(names.groupComplete), env.registry);
+    for (const r of groups) {
+      const g = await codec.decode(r.value);
+      expect(g.rows.map((x) => x.row_index % 4)).toEqual([0, 1, 2, 3]);
+    }
+  });
+
+  test('a restored open group times out by itself when no more input arrives', async () => {
+    env = await testEnv('restore-timeout', [[['accumulate', 'group_timeout_ms'], 8000]]);
+    const rows = [...generateEvents({ batches: 1, groupsPerBatch: 1, generations: 4, seed: 4, profile: 'small', runId: `${env.prefix}run` })].filter(
+      (e) => e.kind === 'row' && e.row.row_index < 2,
+    );
+    pipeline = await start(env);
+    await produce(env, rows);
+    const names = topicNames(env.prefix);
+    await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= 2, { timeoutMs: 60_000, settleMs: 200 });
+    await pipeline.stop();
+    // Nothing was dead-lettered before the restart: the timeout is still ahead.
+    const before = await readTopic(env.kafka, names.deadLetter, () => true, { timeoutMs: 10_000, settleMs: 500 });
+    expect(before).toEqual([]);
+    const restartedAt = Date.now();
+    pipeline = await start(env);
+    const dead = await readTopic(env.kafka, names.deadLetter, (rs) => rs.length >= 1, { timeoutMs: 60_000 });
+    const dl = await new TopicCodec('deadLetter', subjectOf(names.deadLetter), env.registry).decode(dead[0]!.value);
+    expect(dl.reason).toBe('incomplete_group');
+    expect(dl.produced_at).toBeGreaterThanOrEqual(restartedAt);
+    expect(dl.row_indices).toEqual([0, 1]);
+    expect(dl.missing_row_indices).toEqual([2, 3]);
+    expect(dl.records.map((r) => r.offset)).toEqual(expect.arrayContaining([expect.stringMatching(/^\d+$/)]));
+  });
+});
