@@ -7,10 +7,9 @@ import type { PackConfig } from '../../config/schema.js';
 import { packGroup } from '../../processors/pack.js';
 import { SlabPool } from '../../processors/slab.js';
 import type { TopicCodec } from '../codec.js';
-import { undecodableRecord } from '../dead-letters.js';
-import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics.js';
-import { UndecodableError } from '../wire-format.js';
 
 export interface PackStageDeps {
   topics: TopicNames;
@@ -33,17 +32,7 @@ export function packStage(deps: PackStageDeps): Stage {
       return {
         async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
           const out = emptyOutput();
-          for (const r of records) {
-            const source = sourceOf(r);
-            let group;
-            try {
-              if (!r.value) throw new UndecodableError('record has no value');
-              group = await deps.penalizedCodec.decode(r.value);
-            } catch (e) {
-              if (!(e instanceof UndecodableError)) throw e;
-              out.deadLetters.push(undecodableRecord('pack', source, e.message, nowMs));
-              continue;
-            }
+          await forEachDecoded(records, deps.penalizedCodec, 'pack', out, nowMs, (group, source) => {
             let packed;
             try {
               packed = packGroup(group, deps.config, pool.source);
@@ -59,12 +48,12 @@ export function packStage(deps: PackStageDeps): Stage {
                 records: [source],
                 produced_at: nowMs,
               });
-              continue;
+              return;
             }
             const value = deps.packedCodec.encode(packed);
             pool.release(packed);
             out.messages.push({ topic: topics.packed, key: group.group_id, value });
-          }
+          });
           return out;
         },
       };

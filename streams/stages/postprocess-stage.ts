@@ -6,10 +6,10 @@
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
 import { encodeProgress, type BatchProgress } from '../batch-progress.js';
 import type { TopicCodec } from '../codec.js';
-import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
-import { emptyOutput, sourceOf, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import { deadLetterRecord } from '../dead-letters.js';
+import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics.js';
-import { UndecodableError } from '../wire-format.js';
 
 export interface PostprocessStageDeps {
   topics: TopicNames;
@@ -28,23 +28,13 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
     createProcessor: () => ({
       async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
         const out = emptyOutput();
-        for (const r of records) {
-          const source = sourceOf(r);
-          let group;
-          try {
-            if (!r.value) throw new UndecodableError('record has no value');
-            group = await deps.groupCodec.decode(r.value);
-          } catch (e) {
-            if (!(e instanceof UndecodableError)) throw e;
-            out.deadLetters.push(undecodableRecord('postprocess', source, e.message, nowMs));
-            continue;
-          }
+        await forEachDecoded(records, deps.groupCodec, 'postprocess', out, nowMs, (group, source) => {
           const result = postprocessGroup(group, deps.config);
           const progress = (p: BatchProgress) => out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress(p) });
           if (!result.ok) {
             out.deadLetters.push(deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs));
             progress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id });
-            continue;
+            return;
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized) });
@@ -59,7 +49,7 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
               produced_at: nowMs,
             }),
           });
-        }
+        });
         return out;
       },
     }),
