@@ -36,6 +36,7 @@ process's peak RSS, the broker's raw throughput for the same record size
 --rate R paces the producer at R rows/s (default: as fast as possible).
 --instances K runs K stage processes (scale-out measurement).
 --keep leaves the topics (and names the slowest group to trace).
+--split runs each stage in its own process (per instance).
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
 
@@ -74,6 +75,7 @@ export async function main(argv: string[]): Promise<number> {
       seed: { type: 'string', default: '1' },
       instances: { type: 'string', default: '1' },
       keep: { type: 'boolean' },
+      split: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -126,8 +128,11 @@ export async function main(argv: string[]): Promise<number> {
   writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 } }));
   const instances = Number(values.instances);
   const peakRss: number[] = [];
-  const stages = Array.from({ length: instances }, (_, i) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--config', configPath, '--quiet'], {
+  // --split: one process per stage (per instance) instead of all stages in one.
+  const stageSets = values.split ? ['accumulate', 'postprocess', 'pack'] : ['accumulate,postprocess,pack'];
+  const launches = Array.from({ length: instances }, () => stageSets).flat();
+  const stages = launches.map((set, i) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
     });
@@ -160,6 +165,7 @@ export async function main(argv: string[]): Promise<number> {
   for (let i = 0; i < 120; i++) {
     const { groups: described } = await admin.describeGroups(stageGroups);
     if (described.every((g) => g.state === 'Stable' && g.members.length === instances)) break;
+    if (i === 119) process.stderr.write('[bench] stage groups not stable after 60 s; measuring anyway\n');
     await new Promise((r) => setTimeout(r, 500));
   }
   await new Promise((r) => setTimeout(r, 2000));
