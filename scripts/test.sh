@@ -26,6 +26,13 @@ step() { printf '\n=== %s ===\n' "$*"; }
 step "typecheck"
 npx tsc --noEmit -p . || failed=1
 
+# The Python environment first: the Python suite and the demo (run by the
+# integration suite) both use it.
+if [[ -x scripts/python-env.sh ]]; then
+  step "Python environment"
+  scripts/python-env.sh || { echo "could not prepare the Python environment" >&2; exit 1; }
+fi
+
 step "TypeScript unit tests"
 npx vitest run --project unit --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-unit.json" || failed=1
 
@@ -47,9 +54,7 @@ if [[ $UNIT_ONLY == 0 ]]; then
   npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json" || failed=1
 fi
 
-if [[ -d python/tests && -x scripts/python-env.sh ]]; then
-  step "Python environment"
-  scripts/python-env.sh || { echo "could not prepare the Python environment" >&2; failed=1; }
+if [[ -d python/tests ]]; then
   step "Python tests"
   marks=()
   [[ $UNIT_ONLY == 1 ]] && marks=(-m "not integration and not transferqueue")
