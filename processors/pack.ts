@@ -9,9 +9,11 @@
  * dtype; narrowing for the wire is the codec's business.
  */
 import type { PackConfig } from '../config/schema.js';
+import { recordToTrainBatchWith } from './backend-train-batch.js';
 import { denseField, jaggedField } from './jagged-pack.js';
 import { INVALID_TOOL_CALL_MASK, MALFORMED_THINKING_MASK } from './message-violation-masks.js';
 import { type SlabSource, freshSlab } from './slab.js';
+import { tfjsPackBackend } from './tfjs-pack.js';
 import { type TrainBatch, recordToTrainBatch } from './train-batch.js';
 import type { PackedField, PackedGroup, PackedRowTags, PenalizedGroup } from './types.js';
 
@@ -26,8 +28,11 @@ export interface PayloadIdentity {
 /**
  * Packs one penalized group for the trainer's `put_samples`.
  *
- * `cfg.backend` is not consulted: packing is typed-array copies only (a tfjs
- * path measured ~20× slower for the same copies). The large columns share one
+ * `cfg.backend` picks who does the per-token copies: `typed` (default, the
+ * fastest measured) writes them inline with TypedArray copies
+ * (`recordToTrainBatch`); `tfjs` hands them to tfjs-core ops
+ * (`tfjs-pack.ts`, CPU backend unless `selectTfjsBackend()` found a GPU one).
+ * Both give identical fields, dtypes, shapes and offsets. The large columns share one
  * slab from `slabs`: fresh memory by default; pass a `SlabPool`'s `source`
  * (and `release` the packed group once encoded) to recycle memory between
  * groups. Field values may therefore be views with a non-zero `byteOffset`.
@@ -40,7 +45,8 @@ export interface PayloadIdentity {
  * @throws PackError for a group that cannot be packed (see `recordToTrainBatch`).
  */
 export function packGroup(group: PenalizedGroup, cfg: PackConfig, slabs: SlabSource = freshSlab): PackedGroup {
-  return packPayload(recordToTrainBatch(group, cfg, slabs), group);
+  const batch = cfg.backend === 'tfjs' ? recordToTrainBatchWith(group, cfg, tfjsPackBackend, slabs) : recordToTrainBatch(group, cfg, slabs);
+  return packPayload(batch, group);
 }
 
 /**
