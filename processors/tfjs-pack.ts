@@ -55,10 +55,17 @@ function int32Tensor(run: Run<IntegerArray>): Tf.Tensor {
   return tf.tensor1d(Int32Array.from(run), 'int32');
 }
 
-/** The runs concatenated as one int32 array (a fresh array or a tfjs-owned one: read, never write). */
-function concatInt32(runs: readonly Run<IntegerArray>[]): Int32Array {
+/**
+ * Concatenates the runs as one int32 tensor and hands its values to `use`
+ * (read them, never keep them). Inside `tidy` so the tensors are freed; the
+ * callback returns nothing because `tidy` walks its result element by element
+ * looking for tensors (returning the typed array cost seconds per group).
+ */
+function concatInt32(runs: readonly Run<IntegerArray>[], use: (values: Int32Array) => void): void {
   const tf = tfjs();
-  return tf.tidy(() => tf.concat(runs.filter((r) => r.length > 0).map(int32Tensor)).dataSync() as Int32Array);
+  tf.tidy(() => {
+    use(tf.concat(runs.filter((r) => r.length > 0).map(int32Tensor)).dataSync() as Int32Array);
+  });
 }
 
 function fitsInt32(v: number): boolean {
@@ -81,41 +88,41 @@ export const tfjsPackBackend: PackBackend = {
       wide.push({ at: start, fill: run });
       return { value: 0, length: run.length };
     });
-    writeInt32AsInt64(int64Words(out), 0, concatInt32(narrow));
+    concatInt32(narrow, (values) => writeInt32AsInt64(int64Words(out), 0, values));
     for (const w of wide) out.fill(BigInt(w.fill.value), w.at, w.at + w.fill.length);
   },
   float32(out, runs) {
     if (out.length === 0) return;
     const tf = tfjs();
-    const values = tf.tidy(
-      () =>
-        tf
-          .concat(runs.filter((r) => r.length > 0).map((r) => (isFill(r) ? tf.fill([r.length], r.value, 'float32') : tf.tensor1d(r, 'float32'))))
-          .dataSync() as Float32Array,
-    );
-    out.set(values);
+    tf.tidy(() => {
+      const parts = runs.filter((r) => r.length > 0).map((r) => (isFill(r) ? tf.fill([r.length], r.value, 'float32') : tf.tensor1d(r, 'float32')));
+      out.set(tf.concat(parts).dataSync() as Float32Array);
+    });
   },
   integers(out, runs) {
     if (out.length === 0) return;
-    out.set(concatInt32(runs));
+    concatInt32(runs, (values) => out.set(values));
   },
   bools(out, runs) {
     if (out.length === 0) return;
     const tf = tfjs();
-    const values = tf.tidy(() => tf.cast(tf.concat(runs.filter((r) => r.length > 0).map(int32Tensor)), 'bool').dataSync() as Uint8Array);
-    out.set(values);
+    tf.tidy(() => {
+      out.set(tf.cast(tf.concat(runs.filter((r) => r.length > 0).map(int32Tensor)), 'bool').dataSync() as Uint8Array);
+    });
   },
   concat(out, parts) {
     if (out.length === 0) return;
     const tf = tfjs();
     if (out instanceof Float32Array) {
-      out.set(tf.tidy(() => tf.concat(parts.filter((p) => p.length > 0).map((p) => tf.tensor1d(p as Float32Array, 'float32'))).dataSync() as Float32Array));
+      tf.tidy(() => {
+        out.set(tf.concat(parts.filter((p) => p.length > 0).map((p) => tf.tensor1d(p as Float32Array, 'float32'))).dataSync() as Float32Array);
+      });
     } else if (out instanceof BigInt64Array || out instanceof Float64Array) {
       // 8-byte elements as their two int32 words: a bit copy.
-      new Int32Array(out.buffer, out.byteOffset, out.length * 2).set(concatInt32(parts.map(words)));
+      concatInt32(parts.map(words), (values) => words(out).set(values));
     } else {
       // int32 as is; uint8/bool/int8/int16 widen to int32 exactly and `set` narrows them back.
-      out.set(concatInt32(parts as readonly IntegerArray[]));
+      concatInt32(parts as readonly IntegerArray[], (values) => out.set(values));
     }
   },
 };
