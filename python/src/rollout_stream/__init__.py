@@ -10,23 +10,78 @@ Quick use::
 See ``python/README.md``.
 """
 
-from .codec import JaggedArray, PackedGroup, decode_packed_body
-from .consumer import DEFAULT_BROKERS, Delivery, FeedStats, PackedConsumer, feed
-from .deserializer import PackedDeserializer, decode_packed
-from .errors import (
-    BrokerUnavailableError,
-    DecodeError,
-    FramingError,
-    KafkaOperationError,
-    RegistryUnavailableError,
-    RolloutStreamError,
-    UnknownSchemaError,
-)
-from .framing import frame, parse_header
-from .materialize import materialize
-from .media import media_segments
-from .merge import merge_groups
-from .registry import DEFAULT_REGISTRY_URL, SchemaResolver, StaticResolver, make_registry_client
+from typing import TYPE_CHECKING, Any
+
+# Names resolve on first use (PEP 562), so `python -m rollout_stream bench
+# --device cuda` and `rollout_stream.devices`/`materialize` work where
+# confluent-kafka or fastavro are not installed (a bare PyTorch GPU box).
+_EXPORTS = {
+    "JaggedArray": "codec",
+    "PackedGroup": "codec",
+    "decode_packed_body": "codec",
+    "DEFAULT_BROKERS": "consumer",
+    "Delivery": "consumer",
+    "FeedStats": "consumer",
+    "PackedConsumer": "consumer",
+    "feed": "consumer",
+    "PackedDeserializer": "deserializer",
+    "decode_packed": "deserializer",
+    "fields_to": "devices",
+    "BrokerUnavailableError": "errors",
+    "DecodeError": "errors",
+    "DeviceUnavailableError": "errors",
+    "FramingError": "errors",
+    "KafkaOperationError": "errors",
+    "RegistryUnavailableError": "errors",
+    "RolloutStreamError": "errors",
+    "UnknownSchemaError": "errors",
+    "frame": "framing",
+    "parse_header": "framing",
+    "materialize": "materialize",
+    "media_segments": "media",
+    "merge_groups": "merge",
+    "DEFAULT_REGISTRY_URL": "registry",
+    "SchemaResolver": "registry",
+    "StaticResolver": "registry",
+    "make_registry_client": "registry",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .codec import JaggedArray, PackedGroup, decode_packed_body
+    from .consumer import DEFAULT_BROKERS, Delivery, FeedStats, PackedConsumer, feed
+    from .deserializer import PackedDeserializer, decode_packed
+    from .devices import fields_to
+    from .errors import (
+        BrokerUnavailableError,
+        DecodeError,
+        DeviceUnavailableError,
+        FramingError,
+        KafkaOperationError,
+        RegistryUnavailableError,
+        RolloutStreamError,
+        UnknownSchemaError,
+    )
+    from .framing import frame, parse_header
+    from .materialize import materialize
+    from .media import media_segments
+    from .merge import merge_groups
+    from .registry import DEFAULT_REGISTRY_URL, SchemaResolver, StaticResolver, make_registry_client
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'rollout_stream' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.1.0"
 
@@ -36,6 +91,7 @@ __all__ = [
     "DEFAULT_REGISTRY_URL",
     "DecodeError",
     "Delivery",
+    "DeviceUnavailableError",
     "FeedStats",
     "FramingError",
     "JaggedArray",
@@ -51,6 +107,7 @@ __all__ = [
     "decode_packed",
     "decode_packed_body",
     "feed",
+    "fields_to",
     "frame",
     "make_registry_client",
     "materialize",

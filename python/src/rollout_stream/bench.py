@@ -6,6 +6,11 @@ routed experts), then times, in the same process and on the same bytes,
 (a) decoding every value with :class:`PackedDeserializer` and (b) a plain
 ``bytearray(value)`` copy. The ratio copy_time / decode_time is the share of
 memcpy speed the decoder reaches (1.0 = as fast as copying the payload once).
+
+With ``--device`` the run is :mod:`rollout_stream.device_bench` instead
+(host→device copy and GPU padding against ``tensor.to(device)``). This module
+imports numpy/fastavro/confluent-kafka only when it runs, so that path works
+on a box with torch alone.
 """
 
 from __future__ import annotations
@@ -13,14 +18,6 @@ from __future__ import annotations
 import argparse
 import time
 from typing import Any
-
-import numpy as np
-
-from .codec import resolve_mode
-from .deserializer import PackedDeserializer
-from .encode import dense_field, encode_packed_body, jagged_field, load_packed_schema, packed_record, row_tags
-from .framing import frame
-from .registry import StaticResolver
 
 SCHEMA_ID = 1
 
@@ -36,6 +33,10 @@ def build_group(
     routed_experts: tuple[int, int] | None,
 ) -> dict[str, Any]:
     """One synthetic ``PackedGroup`` record with realistic sizes and dtypes."""
+    import numpy as np
+
+    from .encode import dense_field, jagged_field, packed_record, row_tags
+
     lengths = rng.integers(min_tokens, max_tokens + 1, size=rows)
     prompt = min(int(rng.integers(256, 2048)), int(lengths.min()))
     ids = [rng.integers(0, 151_000, size=n, dtype=np.int64) for n in lengths]
@@ -83,6 +84,18 @@ def _passes(fns: dict[str, Any], values: list[bytes], repeat: int) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.device is not None:
+        from . import device_bench
+
+        return device_bench.run(args)
+    import numpy as np
+
+    from .codec import resolve_mode
+    from .deserializer import PackedDeserializer
+    from .encode import encode_packed_body, load_packed_schema
+    from .framing import frame
+    from .registry import StaticResolver
+
     schema = load_packed_schema()
     rng = np.random.default_rng(args.seed)
     routes = tuple(int(x) for x in args.routed_experts.split("x")) if args.routed_experts else None
@@ -134,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ok(mode: str) -> bool:
+    from .codec import resolve_mode
+
     try:
         resolve_mode(mode)  # type: ignore[arg-type]
         return True
@@ -151,3 +166,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jagged", default="both", choices=["auto", "torch", "numpy", "both"])
     p.add_argument("--repeat", type=int, default=15, help="interleaved timed passes; the fastest counts (default 15)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--device",
+        default=None,
+        help="time host->device copy and GPU padding on this device (cuda, cuda:1; cpu runs the device code path "
+        "on the host) against tensor.to(device), instead of decode vs bytearray",
+    )
+    p.add_argument(
+        "--source",
+        default="auto",
+        choices=["auto", "records", "synth"],
+        help="with --device: decode packed records (needs numpy, fastavro, confluent-kafka) or synthesize the "
+        "fields with torch alone; auto = records when importable",
+    )

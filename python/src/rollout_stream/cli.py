@@ -11,18 +11,20 @@ import time
 import uuid
 from typing import Any, Sequence
 
-import numpy as np
-
 from . import bench
-from .codec import JaggedArray, PackedGroup
-from .consumer import DEFAULT_BROKERS, MAX_MESSAGE_BYTES
-from .deserializer import PackedDeserializer
 from .errors import BrokerUnavailableError, RolloutStreamError
-from .json_form import group_to_json
-from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
+
+# The rest is imported where used: `bench --device cuda --source synth` must
+# run where only torch is installed (no numpy, fastavro, confluent-kafka).
+DEFAULT_BROKERS = "127.0.0.1:9092"
+DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081/apis/ccompat/v7"
 
 
 def _first(val: Any, k: int) -> list:
+    import numpy as np
+
+    from .codec import JaggedArray
+
     if isinstance(val, JaggedArray):
         v = val.values
     elif getattr(val, "is_nested", False):
@@ -32,8 +34,12 @@ def _first(val: Any, k: int) -> list:
     return v.reshape(-1)[:k].tolist()
 
 
-def describe(group: PackedGroup, first: int = 8) -> str:
+def describe(group: Any, first: int = 8) -> str:
     """Human-readable summary: ids, every field's kind/dtype/shape/first values, tags."""
+    import numpy as np
+
+    from .codec import JaggedArray
+
     lines = [
         f"group_id: {group.group_id}",
         f"batch_id: {group.batch_id}",
@@ -63,6 +69,11 @@ def describe(group: PackedGroup, first: int = 8) -> str:
 
 def inspect(args: argparse.Namespace) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    from .consumer import MAX_MESSAGE_BYTES
+    from .deserializer import PackedDeserializer
+    from .json_form import group_to_json
+    from .registry import SchemaResolver
 
     deser = PackedDeserializer(SchemaResolver(args.registry), jagged=args.jagged)
     consumer = Consumer(

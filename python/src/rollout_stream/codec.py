@@ -29,6 +29,7 @@ import numpy as np
 
 from . import dtypes
 from .avro_body import parse_writer_schema, read_record
+from .devices import Placement, host_buffer, placement, upload
 from .errors import DecodeError, RolloutStreamError
 
 JaggedMode = Literal["auto", "torch", "numpy"]
@@ -126,6 +127,7 @@ def decode_packed_body(
     *,
     jagged: JaggedMode = "auto",
     schema_id: int | None = None,
+    device: Any = None,
 ) -> PackedGroup:
     """Decodes an Avro ``PackedGroup`` body (no Confluent header) into arrays.
 
@@ -137,6 +139,11 @@ def decode_packed_body(
         jagged: ``"torch"`` for ``torch.nested`` jagged tensors, ``"numpy"`` for
             :class:`JaggedArray`, ``"auto"`` (torch when importable).
         schema_id: Recorded on the result when known.
+        device: ``None``/``"cpu"`` (default): host tensors, zero-copy where
+            possible. A CUDA device: every field is widened into pinned host
+            memory and copied with ``non_blocking=True``; tensors come back on
+            the device (needs ``jagged`` ``"auto"``/``"torch"``). See
+            :mod:`rollout_stream.devices`.
 
     Returns:
         The decoded :class:`PackedGroup`.
@@ -144,18 +151,40 @@ def decode_packed_body(
     Raises:
         DecodeError: Malformed body, inconsistent sizes/offsets, unknown dtype,
             a wire dtype that cannot widen to its trainer dtype.
+        DeviceUnavailableError: ``device`` is CUDA but CUDA is not available.
+        ValueError: ``device`` is not CPU/CUDA, or ``jagged="numpy"`` with a device.
     """
     parsed = parse_writer_schema(writer_schema)
-    return group_from_record(read_record(body, 0, parsed), jagged=jagged, schema_id=schema_id)
+    return group_from_record(read_record(body, 0, parsed), jagged=jagged, schema_id=schema_id, device=device)
 
 
-def group_from_record(record: Mapping[str, Any], *, jagged: JaggedMode = "auto", schema_id: int | None = None) -> PackedGroup:
+def resolve_placement(jagged: JaggedMode, device: Any) -> tuple[Literal["torch", "numpy"], Placement | None]:
+    """``(mode, placement)`` for a ``jagged=``/``device=`` pair.
+
+    Raises:
+        ValueError: Bad mode or device, or a device with ``jagged="numpy"``.
+        DeviceUnavailableError: CUDA asked for but not available.
+    """
+    mode = resolve_mode(jagged)
+    pl = placement(device)
+    if pl is not None and mode != "torch":
+        raise ValueError(f"device={device!r} needs torch tensors: use jagged='auto' or 'torch', not {jagged!r}")
+    return mode, pl
+
+
+def group_from_record(
+    record: Mapping[str, Any],
+    *,
+    jagged: JaggedMode = "auto",
+    schema_id: int | None = None,
+    device: Any = None,
+) -> PackedGroup:
     """Builds a :class:`PackedGroup` from a fastavro-decoded record dict.
 
     Raises:
-        DecodeError: See :func:`decode_packed_body`.
+        DecodeError, DeviceUnavailableError, ValueError: See :func:`decode_packed_body`.
     """
-    mode = resolve_mode(jagged)
+    mode, pl = resolve_placement(jagged, device)
     sample_ids = list(record["sample_ids"])
     n = len(sample_ids)
     group_id = record["group_id"]
@@ -172,7 +201,7 @@ def group_from_record(record: Mapping[str, Any], *, jagged: JaggedMode = "auto",
         if name in fields:
             raise DecodeError(f"group {group_id!r}: field {name!r} appears twice", field=name)
         try:
-            fields[name] = _decode_field(rec, n, mode, shared_offsets)
+            fields[name] = _decode_field(rec, n, mode, shared_offsets, pl)
         except RolloutStreamError:
             raise
         except Exception as e:  # reshape/frombuffer errors on inconsistent headers
@@ -216,7 +245,13 @@ def _frombuffer(buf: bytes | memoryview, dt: np.dtype, name: str) -> np.ndarray:
     return np.frombuffer(buf, dtype=dt)  # a view: possibly unaligned, see _widen
 
 
-def _decode_field(rec: Mapping[str, Any], n: int, mode: str, shared_offsets: dict[bytes, tuple[np.ndarray, Any]]) -> Any:
+def _decode_field(
+    rec: Mapping[str, Any],
+    n: int,
+    mode: str,
+    shared_offsets: dict[bytes, tuple[np.ndarray, Any]],
+    pl: Placement | None = None,
+) -> Any:
     name, layout = rec["name"], rec["layout"]
     trainer_name = rec["dtype"]
     wire_name = rec.get("wire_dtype") or trainer_name
@@ -247,7 +282,11 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str, shared_offsets: dic
                 raise DecodeError(f"jagged field {name!r}: offsets must start at 0 and never decrease", field=name)
             # Fields with equal offsets share one offsets array/tensor, so their
             # nested tensors share one ragged dim (input_ids * token_mask works).
-            hit = shared_offsets[key] = (offsets, _to_torch(offsets) if mode == "torch" else None)
+            if pl is not None:
+                offsets_t = _place(offsets, offsets.dtype, offsets.shape, pl)
+            else:
+                offsets_t = _to_torch(offsets) if mode == "torch" else None
+            hit = shared_offsets[key] = (offsets, offsets_t)
         offsets, offsets_t = hit
         inner = math.prod(shape)
         if int(offsets[-1]) * inner != arr.size:
@@ -256,7 +295,18 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str, shared_offsets: dic
                 f"but values hold {arr.size} {wire.name} elements",
                 field=name,
             )
-        arr = _widen(arr, wire, trainer).reshape((int(offsets[-1]), *shape))
+        rows_shape = (int(offsets[-1]), *shape)
+        if pl is not None:
+            import torch
+
+            lengths = np.diff(offsets)
+            return torch.nested.nested_tensor_from_jagged(
+                _place(arr, trainer, rows_shape, pl),
+                offsets_t,
+                min_seqlen=int(lengths.min()),
+                max_seqlen=int(lengths.max()),
+            )
+        arr = _widen(arr, wire, trainer).reshape(rows_shape)
         if mode == "numpy":
             return JaggedArray(values=arr, offsets=offsets)
         import torch
@@ -270,8 +320,29 @@ def _decode_field(rec: Mapping[str, Any], n: int, mode: str, shared_offsets: dic
             f"dense field {name!r}: shape {shape} needs {math.prod(shape)} elements, values hold {arr.size}",
             field=name,
         )
+    if pl is not None:
+        return _place(arr, trainer, tuple(shape), pl)
     arr = _widen(arr, wire, trainer).reshape(shape)
     return _to_torch(arr) if mode == "torch" else arr
+
+
+_TORCH_DTYPES: dict[np.dtype, Any] = {}
+
+
+def _place(arr: np.ndarray, trainer: np.dtype, shape: tuple[int, ...], pl: Placement):
+    """Widens a wire view straight into a (pinned) host buffer, then enqueues its copy.
+
+    One pass over the bytes on the host (``np.copyto`` casts like ``astype``
+    and reads unaligned views as they are); the host→device copy is
+    ``non_blocking`` from pinned memory, so it overlaps the next field's decode.
+    """
+    target = dtypes.native(trainer)
+    tdt = _TORCH_DTYPES.get(target)
+    if tdt is None:
+        tdt = _TORCH_DTYPES[target] = _to_torch(np.empty(0, dtype=target)).dtype
+    host = host_buffer(shape, tdt, pl)
+    np.copyto(host.numpy(), arr.reshape(shape), casting="unsafe")  # widening was checked losslessly
+    return upload(host, pl)
 
 
 def _widen(arr: np.ndarray, wire: np.dtype, trainer: np.dtype) -> np.ndarray:

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from .codec import JaggedMode, PackedGroup
 from .deserializer import PackedDeserializer
+from .devices import fields_to, placement
 from .errors import BrokerUnavailableError, KafkaOperationError, RolloutStreamError
 from .merge import merge_groups
 from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
@@ -65,13 +66,18 @@ class PackedConsumer:
         check: Fail fast when broker or registry cannot be reached.
         connect_timeout: Seconds the start-up check waits for the broker.
         auto_offset_reset: Where a group without committed offsets starts.
-        deserializer: A ready :class:`PackedDeserializer` (then ``registry_url``
-            and ``jagged`` are ignored).
+        deserializer: A ready :class:`PackedDeserializer` (then ``registry_url``,
+            ``jagged`` and ``device`` are ignored).
+        device: ``None``/``"cpu"`` (default) or a CUDA device: decode into
+            pinned host memory and copy asynchronously to it (see
+            :class:`PackedDeserializer`).
 
     Raises:
         BrokerUnavailableError: No broker answered within ``connect_timeout``.
         RegistryUnavailableError: The registry did not answer.
-        ValueError: ``config`` tries to change read_committed or auto-commit.
+        ValueError: ``config`` tries to change read_committed or auto-commit;
+            a bad ``device``.
+        DeviceUnavailableError: ``device`` is CUDA but CUDA is not available.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class PackedConsumer:
         connect_timeout: float = 10.0,
         auto_offset_reset: str = "earliest",
         deserializer: PackedDeserializer | None = None,
+        device: Any = None,
     ) -> None:
         extra = dict(config or {})
         for key, want in _FIXED.items():
@@ -106,7 +113,7 @@ class PackedConsumer:
         }
         self.topic = topic
         self.brokers = brokers
-        self.deserializer = deserializer or PackedDeserializer(SchemaResolver(registry_url), jagged=jagged)
+        self.deserializer = deserializer or PackedDeserializer(SchemaResolver(registry_url), jagged=jagged, device=device)
         self._last_error: KafkaError | None = None
         self._consumer = Consumer(conf)
         self._closed = False
@@ -246,6 +253,7 @@ def feed(
     stop_after: int | None = None,
     poll_timeout: float = 1.0,
     idle_timeout: float | None = None,
+    device: Any = None,
 ) -> FeedStats:
     """Hands decoded groups to ``put_samples`` and commits each after it returned.
 
@@ -263,6 +271,11 @@ def feed(
         poll_timeout: Seconds one poll waits; a partial batch is flushed when
             a poll comes back empty.
         idle_timeout: Return when no record arrived for this many seconds.
+        device: ``None``/``"cpu"`` (default): fields go to ``put_samples`` as
+            decoded. A CUDA device: each call's fields (after merging) are
+            moved there first, host tensors through pinned memory with
+            ``non_blocking`` copies; fields already there (a consumer built
+            with ``device=``) stay as they are.
 
     Returns:
         :class:`FeedStats`.
@@ -273,9 +286,12 @@ def feed(
             delivered again (to this consumer if used again, or to the next
             member of the group after a restart).
         RolloutStreamError: Decode or Kafka errors (the bad record stays uncommitted).
+        DeviceUnavailableError: ``device`` is CUDA but CUDA is not available
+            (raised before anything is read).
     """
     if max_groups_per_call < 1:
         raise ValueError("max_groups_per_call must be >= 1")
+    pl = placement(device)
     stats = FeedStats()
     pending: list[Delivery] = []
     last_seen = time.monotonic()
@@ -287,6 +303,8 @@ def feed(
         batch, pending = pending, []
         sample_ids, fields, tags = merge_groups([d.group for d in batch]) if len(batch) > 1 else tuple(batch[0].group)
         try:
+            if pl is not None:
+                fields = fields_to(fields, pl)
             put_samples(sample_ids, fields, tags)
         except BaseException:
             consumer.rewind(batch)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Generic, TypeVar
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from .avro_body import read_record
-from .codec import JaggedMode, PackedGroup, group_from_record, resolve_mode
+from .codec import JaggedMode, PackedGroup, group_from_record, resolve_placement
 from .framing import HEADER_SIZE, parse_header
 from .registry import SchemaResolver, resolver_for
 
@@ -28,6 +28,14 @@ class PackedDeserializer(Generic[T]):
         jagged: ``"auto"`` (torch when importable), ``"torch"`` or ``"numpy"``.
         to_result: Optional hook ``(group, ctx) -> T`` applied to every decoded
             group (e.g. build a trainer batch object); default returns the group.
+        device: ``None``/``"cpu"`` (default): host tensors as before. A CUDA
+            device (``"cuda"``, ``"cuda:1"``): fields are decoded into pinned
+            host memory and copied there asynchronously; jagged fields are
+            nested tensors on the device (see :mod:`rollout_stream.devices`).
+
+    Raises (from the constructor):
+        DeviceUnavailableError: ``device`` is CUDA but CUDA is not available.
+        ValueError: Bad ``jagged``/``device``, or a device with ``jagged="numpy"``.
 
     Calling it:
         ``deserializer(value, ctx=None)`` returns ``None`` for a ``None`` value
@@ -46,9 +54,11 @@ class PackedDeserializer(Generic[T]):
         *,
         jagged: JaggedMode = "auto",
         to_result: Callable[[PackedGroup, Any], T] | None = None,
+        device: Any = None,
     ) -> None:
         self.resolver = resolver_for(registry)
-        self.jagged = resolve_mode(jagged)
+        self.jagged, self.placement = resolve_placement(jagged, device)
+        self.device = None if self.placement is None else self.placement.device
         self.to_result = to_result
 
     def __call__(self, value: bytes | None, ctx: Any = None) -> T | PackedGroup | None:
@@ -62,7 +72,7 @@ class PackedDeserializer(Generic[T]):
         schema_id = parse_header(value)
         writer = self.resolver.parsed(schema_id)
         record = read_record(value, HEADER_SIZE, writer)
-        return group_from_record(record, jagged=self.jagged, schema_id=schema_id)
+        return group_from_record(record, jagged=self.jagged, schema_id=schema_id, device=self.placement)
 
 
 def decode_packed(
@@ -70,6 +80,7 @@ def decode_packed(
     registry: SchemaResolver | SchemaRegistryClient | str,
     *,
     jagged: JaggedMode = "auto",
+    device: Any = None,
 ) -> PackedGroup:
     """Decodes one Confluent-framed ``rollout.packed`` value.
 
@@ -78,6 +89,7 @@ def decode_packed(
         registry: Registry URL, ``SchemaRegistryClient`` or :class:`SchemaResolver`;
             parsed schemas are cached per registry.
         jagged: ``"auto"``, ``"torch"`` or ``"numpy"`` (see :class:`PackedDeserializer`).
+        device: ``None``/``"cpu"`` or a CUDA device (see :class:`PackedDeserializer`).
 
     Returns:
         The decoded group; unpack it as ``sample_ids, fields, tags = group``.
@@ -85,7 +97,8 @@ def decode_packed(
     Raises:
         FramingError, UnknownSchemaError, RegistryUnavailableError, DecodeError:
             As for :class:`PackedDeserializer`.
+        DeviceUnavailableError, ValueError: As for :class:`PackedDeserializer`'s constructor.
     """
     schema_id = parse_header(value_bytes)
     writer = resolver_for(registry).parsed(schema_id)
-    return group_from_record(read_record(value_bytes, HEADER_SIZE, writer), jagged=jagged, schema_id=schema_id)
+    return group_from_record(read_record(value_bytes, HEADER_SIZE, writer), jagged=jagged, schema_id=schema_id, device=device)

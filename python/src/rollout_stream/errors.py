@@ -64,3 +64,9 @@ class KafkaOperationError(RolloutStreamError):
     """A Kafka operation (poll, commit, seek) failed."""
 
     code = "kafka"
+
+
+class DeviceUnavailableError(RolloutStreamError):
+    """``device=`` names an accelerator this process cannot use (no CUDA, bad index)."""
+
+    code = "device_unavailable"

@@ -47,28 +47,35 @@ def merge_groups(groups: Sequence[PackedGroup], *, check_only: bool = False):
         return ()
     sample_ids = [s for g in groups for s in g.sample_ids]
     tags = [t for g in groups for t in g.tags]
-    fields = {k: _concat([g.fields[k] for g in groups]) for k in first.fields}
+    shared: dict[tuple[int, ...], Any] = {}
+    fields = {k: _concat([g.fields[k] for g in groups], shared) for k in first.fields}
     return sample_ids, fields, tags
 
 
-def _concat(vals: list[Any]) -> Any:
+def _concat(vals: list[Any], shared: dict[tuple[int, ...], Any] | None = None) -> Any:
+    """Concatenates one field; ``shared`` maps the ids of the inputs' offsets to the
+    merged offsets, so fields that shared offsets in every group share them merged
+    (one ragged dim: ``input_ids * token_mask`` keeps working)."""
+    shared = {} if shared is None else shared
     v0 = vals[0]
     if isinstance(v0, JaggedArray):
-        return JaggedArray(
-            values=np.concatenate([v.values for v in vals]),
-            offsets=_shifted([v.offsets for v in vals], np),
-        )
+        key = tuple(id(v.offsets) for v in vals)
+        if key not in shared:
+            shared[key] = (vals, _shifted([v.offsets for v in vals], np))
+        return JaggedArray(values=np.concatenate([v.values for v in vals]), offsets=shared[key][1])
     if isinstance(v0, np.ndarray):
         return np.concatenate(vals)
     import torch
 
     if getattr(v0, "is_nested", False):
         values = torch.cat([v.values() for v in vals])
-        offsets = _shifted([v.offsets() for v in vals], torch)
-        lengths = offsets.diff()
-        return torch.nested.nested_tensor_from_jagged(
-            values, offsets, min_seqlen=int(lengths.min()), max_seqlen=int(lengths.max())
-        )
+        key = tuple(id(v.offsets()) for v in vals)
+        if key not in shared:  # vals kept alive in the entry so the ids stay unique
+            offsets = _shifted([v.offsets() for v in vals], torch)
+            lengths = offsets.diff()
+            shared[key] = (vals, offsets, int(lengths.min()), int(lengths.max()))
+        _, offsets, lo, hi = shared[key]
+        return torch.nested.nested_tensor_from_jagged(values, offsets, min_seqlen=lo, max_seqlen=hi)
     return torch.cat(vals)
 
 
