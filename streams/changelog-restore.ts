@@ -48,11 +48,22 @@ export async function restoreChangelog(
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
+      // Never hang a partition's start-up: a restore that makes no progress
+      // for two minutes fails, and the runner retries it with a fresh consumer.
+      let watchdog = setTimeout(() => reject(new Error(`restoring ${topic} made no progress for 120 s`)), 120_000);
+      const progressed = () => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => reject(new Error(`restoring ${topic} made no progress for 120 s`)), 120_000);
+      };
+      const finish = () => {
+        clearTimeout(watchdog);
+        resolve();
+      };
       const reached = (partition: number, lastOffset: string) => {
         const end = remaining.get(partition);
         if (end === undefined || BigInt(lastOffset) + 1n < end) return;
         remaining.delete(partition);
-        if (remaining.size === 0) resolve();
+        if (remaining.size === 0) finish();
       };
       // A batch's last offset counts transaction markers and aborted records
       // too, and batches holding only those never reach eachBatch but do end
@@ -66,7 +77,7 @@ export async function restoreChangelog(
         emptyFetches = e.payload.numberOfBatches === 0 ? emptyFetches + 1 : 0;
         if (emptyFetches >= 50 && remaining.size > 0) {
           remaining.clear();
-          resolve();
+          finish();
         }
       });
       consumer
@@ -75,6 +86,7 @@ export async function restoreChangelog(
           eachBatch: async ({ batch }) => {
             const end = remaining.get(batch.partition);
             if (end === undefined) return;
+            progressed();
             for (const m of batch.messages) {
               if (BigInt(m.offset) >= end) break;
               stats.records++;
