@@ -1,7 +1,7 @@
 /**
  * record_to_train_batch with the per-token work done by a `PackBackend`
- * (SPEC §5.1–5.5): the same planning as `recordToTrainBatch` (backfill plan,
- * prompt cut, row lengths, media plan, one slab), then each per-token column
+ * (SPEC §5.1–5.5): the same planning as `recordToTrainBatch`
+ * (`planTrainBatch`), then each per-token column
  * is handed to the backend as one list of per-message runs instead of being
  * written message by message inline.
  *
@@ -13,14 +13,14 @@
 import type { PackConfig } from '../config/schema.js';
 import { jaggedField, jaggedOffsets } from './jagged-pack.js';
 import { isGeneratedAssistant, messageViolationFlags } from './message-violation-masks.js';
-import { type MediaFieldPlan, type MediaPack, planMediaFields } from './media-fields.js';
+import type { MediaFieldPlan, MediaPack } from './media-fields.js';
 import type { Fill, IntegerArray, PackBackend, Run } from './pack-backend.js';
-import { PackError } from './pack-error.js';
-import { type PromptCut, cutPromptPrefix, promptIdsWidth, promptTokenCount } from './prompt-prefix.js';
-import { MISSING_ROUTE_SENTINEL, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
+import type { PromptCut } from './prompt-prefix.js';
+import { MISSING_ROUTE_SENTINEL } from './routed-experts-backfill.js';
 import { buildRowFields } from './row-fields.js';
-import { type SlabSource, SlabPlan, freshSlab } from './slab.js';
-import type { RoutedExpertsColumn, TrainBatch } from './train-batch.js';
+import { type SlabSource, freshSlab } from './slab.js';
+import { planTrainBatch } from './train-batch-plan.js';
+import type { TrainBatch } from './train-batch.js';
 import type { Message, PenalizedGroup, TypedArray } from './types.js';
 
 const fill = (value: number, length: number): Fill => ({ value, length });
@@ -38,114 +38,55 @@ export function recordToTrainBatchWith(
   backend: PackBackend,
   slabs: SlabSource = freshSlab,
 ): TrainBatch {
-  const n = group.rows.length;
-  if (n === 0) throw new PackError('pack_empty_group', `group ${group.group_id} has no rows`);
-  const logs = group.rows.map((r) => r.message_log);
-
-  const backfill = backfillMissingRoutedExperts(logs);
-  const promptLength = promptTokenCount(group.prompt);
-  const cuts = logs.map((log) => cutPromptPrefix(log, promptLength));
-  const width = promptIdsWidth(cuts);
-
-  const inputLengths = new Int32Array(n);
-  logs.forEach((log, row) => {
-    let len = 0;
-    for (const m of log) {
-      const lp = m.generation_logprobs;
-      if (lp != null && lp.length !== m.token_ids.length) {
-        throw new PackError('pack_misaligned_logprobs', `${m.role} message has ${m.token_ids.length} tokens but ${lp.length} logprobs`, row);
-      }
-      len += m.token_ids.length;
-    }
-    inputLengths[row] = len;
-  });
-  const offsets = jaggedOffsets(inputLengths);
-  const total = Number(offsets[n]!);
-  const media = planMediaFields(logs);
-
-  const plan = new SlabPlan();
-  const ids = plan.add('int64', total);
-  const lp = plan.add('float32', total);
-  const mask = plan.add('int64', total);
-  const routes = backfill === null ? -1 : plan.add(cfg.routed_experts_dtype, total * backfill.layers * backfill.topk);
-  const withMasks = cfg.include_message_violation_fields;
-  const invalid = withMasks ? plan.add('bool', total) : -1;
-  const malformed = withMasks ? plan.add('bool', total) : -1;
-  const prompt = plan.add('int64', n * width);
-  const mediaViews = media.map((m) => plan.add(m.dtype, m.elements));
-  const views = plan.carve(slabs);
-
-  const messages = logs.flat();
-  const inputIds = views[ids] as BigInt64Array;
+  const p = planTrainBatch(group, cfg, slabs);
+  const messages = p.logs.flat();
   backend.int64(
-    inputIds,
+    p.inputIds,
     messages.map((m) => m.token_ids),
   );
-  const generationLogprobs = views[lp] as Float32Array;
   backend.float32(
-    generationLogprobs,
+    p.generationLogprobs,
     messages.map((m) => m.generation_logprobs ?? fill(0, m.token_ids.length)),
   );
-  const tokenMask = views[mask] as BigInt64Array;
   backend.int64(
-    tokenMask,
+    p.tokenMask,
     messages.map((m) => fill(isGeneratedAssistant(m) ? 1 : 0, m.token_ids.length)),
   );
-
-  let routedExperts: RoutedExpertsColumn | null = null;
-  if (backfill !== null) {
-    const stride = backfill.layers * backfill.topk;
-    const values = views[routes] as RoutedExpertsColumn['values'];
+  const re = p.routedExperts;
+  if (re !== null) {
+    const stride = re.layers * re.topk;
     backend.integers(
-      values,
+      re.values,
       messages.map((m): Run<IntegerArray> => (m.routed_experts != null ? (m.routed_experts.data as IntegerArray) : fill(MISSING_ROUTE_SENTINEL, m.token_ids.length * stride))),
     );
-    routedExperts = { dtype: cfg.routed_experts_dtype, layers: backfill.layers, topk: backfill.topk, values };
   }
-
-  let invalidToolCallMask: Uint8Array | null = null;
-  let malformedThinkingMask: Uint8Array | null = null;
-  if (withMasks) {
+  if (p.invalidToolCallMask !== null && p.malformedThinkingMask !== null) {
     const flags = messages.map(messageViolationFlags);
-    invalidToolCallMask = views[invalid] as Uint8Array;
-    malformedThinkingMask = views[malformed] as Uint8Array;
     backend.bools(
-      invalidToolCallMask,
+      p.invalidToolCallMask,
       messages.map((m, k) => fill(flags[k]!.invalidToolCall ? 1 : 0, m.token_ids.length)),
     );
     backend.bools(
-      malformedThinkingMask,
+      p.malformedThinkingMask,
       messages.map((m, k) => fill(flags[k]!.malformedThinking ? 1 : 0, m.token_ids.length)),
     );
   }
-
-  const promptValues = views[prompt] as BigInt64Array;
-  backend.int64(promptValues, promptRuns(logs, cuts, cfg.pad_values['token_ids'] ?? 0, width));
-
-  const violationCounts = group.rows.map((r, row) => ({
-    ...r.violation_counts,
-    num_routed_experts_backfilled: backfill === null ? 0 : backfill.backfilled[row]!,
-  }));
+  backend.int64(p.promptIds, promptRuns(p.logs, p.cuts, cfg.pad_values['token_ids'] ?? 0, p.width));
 
   return {
-    n,
-    inputLengths,
-    offsets,
-    inputIds,
-    generationLogprobs,
-    tokenMask,
-    routedExperts,
-    invalidToolCallMask,
-    malformedThinkingMask,
-    promptIdsForAdv: { values: promptValues, width },
+    n: p.n,
+    inputLengths: p.inputLengths,
+    offsets: p.offsets,
+    inputIds: p.inputIds,
+    generationLogprobs: p.generationLogprobs,
+    tokenMask: p.tokenMask,
+    routedExperts: re,
+    invalidToolCallMask: p.invalidToolCallMask,
+    malformedThinkingMask: p.malformedThinkingMask,
+    promptIdsForAdv: { values: p.promptIds, width: p.width },
     ...buildRowFields(group),
-    violationCounts,
-    media: mediaWith(
-      backend,
-      logs,
-      media,
-      mediaViews.map((k) => views[k]!),
-    ),
+    violationCounts: p.violationCounts,
+    media: mediaWith(backend, p.logs, p.media, p.mediaValues),
   };
 }
 

@@ -12,14 +12,13 @@
  * needs no clearing.
  */
 import type { PackConfig } from '../config/schema.js';
-import { jaggedOffsets } from './jagged-pack.js';
 import { isGeneratedAssistant, messageViolationFlags } from './message-violation-masks.js';
-import { type MediaPack, planMediaFields, writeMediaFields } from './media-fields.js';
-import { PackError } from './pack-error.js';
-import { type PromptIdsForAdv, cutPromptPrefix, promptIdsWidth, promptTokenCount, writePromptIdsForAdv } from './prompt-prefix.js';
-import { MISSING_ROUTE_SENTINEL, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
+import { type MediaPack, writeMediaFields } from './media-fields.js';
+import { type PromptIdsForAdv, writePromptIdsForAdv } from './prompt-prefix.js';
+import { MISSING_ROUTE_SENTINEL } from './routed-experts-backfill.js';
 import { type RowFields, buildRowFields } from './row-fields.js';
-import { type SlabSource, SlabPlan, freshSlab } from './slab.js';
+import { type SlabSource, freshSlab } from './slab.js';
+import { planTrainBatch } from './train-batch-plan.js';
 import { copyElements, int64Words, writeInt32AsInt64 } from './typed-arrays.js';
 import type { Message, PenalizedGroup, ViolationCounts } from './types.js';
 
@@ -68,93 +67,36 @@ export interface TrainBatch extends RowFields {
  *   `backfillMissingRoutedExperts` / `planMediaFields`.
  */
 export function recordToTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: SlabSource = freshSlab): TrainBatch {
-  const n = group.rows.length;
-  if (n === 0) throw new PackError('pack_empty_group', `group ${group.group_id} has no rows`);
-  const logs = group.rows.map((r) => r.message_log);
-
-  // Kept ahead of the prompt cut as in the reference, whose prompt flatten
-  // reuses the backfilled message objects; here the cut only reads token counts.
-  const backfill = backfillMissingRoutedExperts(logs);
-  const promptLength = promptTokenCount(group.prompt);
-  const cuts = logs.map((log) => cutPromptPrefix(log, promptLength));
-  const width = promptIdsWidth(cuts);
-
-  const inputLengths = new Int32Array(n);
-  logs.forEach((log, row) => {
-    let len = 0;
-    for (const m of log) {
-      const lp = m.generation_logprobs;
-      if (lp != null && lp.length !== m.token_ids.length) {
-        throw new PackError('pack_misaligned_logprobs', `${m.role} message has ${m.token_ids.length} tokens but ${lp.length} logprobs`, row);
-      }
-      len += m.token_ids.length;
-    }
-    inputLengths[row] = len;
-  });
-  const offsets = jaggedOffsets(inputLengths);
-  const total = Number(offsets[n]!);
-  const media = planMediaFields(logs);
-
-  const plan = new SlabPlan();
-  const ids = plan.add('int64', total);
-  const lp = plan.add('float32', total);
-  const mask = plan.add('int64', total);
-  const routes = backfill === null ? -1 : plan.add(cfg.routed_experts_dtype, total * backfill.layers * backfill.topk);
-  const withMasks = cfg.include_message_violation_fields;
-  const invalid = withMasks ? plan.add('bool', total) : -1;
-  const malformed = withMasks ? plan.add('bool', total) : -1;
-  const prompt = plan.add('int64', n * width);
-  const mediaViews = media.map((m) => plan.add(m.dtype, m.elements));
-  const views = plan.carve(slabs);
-
-  const inputIds = views[ids] as BigInt64Array;
+  const p = planTrainBatch(group, cfg, slabs);
   const columns: Columns = {
-    inputIdWords: int64Words(inputIds),
-    generationLogprobs: views[lp] as Float32Array,
-    tokenMask: views[mask] as BigInt64Array,
-    routedExperts:
-      backfill === null
-        ? null
-        : {
-            dtype: cfg.routed_experts_dtype,
-            layers: backfill.layers,
-            topk: backfill.topk,
-            values: views[routes] as RoutedExpertsColumn['values'],
-          },
-    invalidToolCallMask: withMasks ? (views[invalid] as Uint8Array) : null,
-    malformedThinkingMask: withMasks ? (views[malformed] as Uint8Array) : null,
+    inputIdWords: int64Words(p.inputIds),
+    generationLogprobs: p.generationLogprobs,
+    tokenMask: p.tokenMask,
+    routedExperts: p.routedExperts,
+    invalidToolCallMask: p.invalidToolCallMask,
+    malformedThinkingMask: p.malformedThinkingMask,
   };
   let cursor = 0;
-  for (const log of logs) {
+  for (const log of p.logs) {
     for (const m of log) {
       writeMessage(columns, cursor, m);
       cursor += m.token_ids.length;
     }
   }
-
-  const violationCounts = group.rows.map((r, row) => ({
-    ...r.violation_counts,
-    num_routed_experts_backfilled: backfill === null ? 0 : backfill.backfilled[row]!,
-  }));
-
   return {
-    n,
-    inputLengths,
-    offsets,
-    inputIds,
-    generationLogprobs: columns.generationLogprobs,
-    tokenMask: columns.tokenMask,
-    routedExperts: columns.routedExperts,
-    invalidToolCallMask: columns.invalidToolCallMask,
-    malformedThinkingMask: columns.malformedThinkingMask,
-    promptIdsForAdv: writePromptIdsForAdv(logs, cuts, cfg.pad_values['token_ids'] ?? 0, views[prompt] as BigInt64Array, width),
+    n: p.n,
+    inputLengths: p.inputLengths,
+    offsets: p.offsets,
+    inputIds: p.inputIds,
+    generationLogprobs: p.generationLogprobs,
+    tokenMask: p.tokenMask,
+    routedExperts: p.routedExperts,
+    invalidToolCallMask: p.invalidToolCallMask,
+    malformedThinkingMask: p.malformedThinkingMask,
+    promptIdsForAdv: writePromptIdsForAdv(p.logs, p.cuts, cfg.pad_values['token_ids'] ?? 0, p.promptIds, p.width),
     ...buildRowFields(group),
-    violationCounts,
-    media: writeMediaFields(
-      logs,
-      media,
-      mediaViews.map((k) => views[k]!),
-    ),
+    violationCounts: p.violationCounts,
+    media: writeMediaFields(p.logs, p.media, p.mediaValues),
   };
 }
 
