@@ -186,7 +186,12 @@ registry_up() {
     if pid_alive "$STATE/registry.pid"; then log "registry already up on http://127.0.0.1:$REGISTRY_PORT"; return 0; fi
     log "port $REGISTRY_PORT is taken by another process; set RS_REGISTRY_PORT or SCHEMA_REGISTRY_URL"; exit 1
   fi
-  local t0=$SECONDS
+  local t0=$SECONDS jv
+  jv="$("$(registry_java)" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)"
+  if [[ -z "$jv" || "$jv" -lt 21 ]]; then
+    log "the schema registry (Apicurio 3.3) needs Java 21+, found '${jv:-none}' at $(registry_java); set RS_REGISTRY_JAVA to a Java 21+ binary"
+    exit 1
+  fi
   # shellcheck disable=SC2086
   nohup "$(registry_java)" $REGISTRY_HEAP -XX:+UseSerialGC \
       -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
