@@ -212,7 +212,11 @@ export class StageRunner {
       );
       this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
     }
-    for (const t of fresh) this.tasks.set(t.partition, t);
+    for (const t of fresh) {
+      // A rebalance during the restore may have taken the partition away.
+      if (this.assigned.has(t.partition) && !this.stopping) this.tasks.set(t.partition, t);
+      else await t.close();
+    }
   }
 
   private async committedOffset(partition: number): Promise<string | null> {
