@@ -165,16 +165,19 @@ export class StageRunner {
     await task.close();
   }
 
-  /** The ready task of a partition: created, fenced and restored on first use. */
-  private async taskFor(partition: number): Promise<PartitionTask> {
-    const existing = this.tasks.get(partition);
-    if (existing) return existing;
-    // Restore all not-yet-restored assigned partitions in one changelog pass.
-    if (!this.restoring) this.restoring = this.createTasks().finally(() => (this.restoring = null));
-    await this.restoring;
-    const task = this.tasks.get(partition);
-    if (task) return task;
-    return this.taskFor(partition);
+  /**
+   * The ready task of a partition: created, fenced and restored on first use;
+   * null when the partition is not (or no longer) assigned to this instance.
+   */
+  private async taskFor(partition: number): Promise<PartitionTask | null> {
+    for (;;) {
+      const existing = this.tasks.get(partition);
+      if (existing) return existing;
+      if (!this.assigned.has(partition) || this.stopping) return null;
+      // Restore all not-yet-restored assigned partitions in one changelog pass.
+      if (!this.restoring) this.restoring = this.createTasks().finally(() => (this.restoring = null));
+      await this.restoring;
+    }
   }
 
   private async createTasks(): Promise<void> {
@@ -227,7 +230,7 @@ export class StageRunner {
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     if (this.stopping || batch.messages.length === 0) return;
-    let task: PartitionTask;
+    let task: PartitionTask | null;
     try {
       task = await this.taskFor(batch.partition);
     } catch (e) {
@@ -235,8 +238,10 @@ export class StageRunner {
       await sleep(500);
       throw e;
     }
-    await task.exclusive(async () => {
-      if (task.closed || !isRunning() || isStale()) return;
+    if (!task) return; // revoked meanwhile: the new owner reads from the committed offset
+    const t = task;
+    await t.exclusive(async () => {
+      if (t.closed || !isRunning() || isStale()) return;
       if (!task.positionChecked) {
         const committed = await this.committedOffset(batch.partition);
         task.positionChecked = true;
