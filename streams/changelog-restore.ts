@@ -69,17 +69,14 @@ export async function restoreChangelog(
       // too, and batches holding only those never reach eachBatch but do end
       // with this event: that is how a partition whose tail is a commit
       // marker (always, for a transactional changelog) is seen to be done.
-      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => reached(e.payload.partition, e.payload.lastOffset));
-      // Last resort: fetches that return nothing at all for 5 s mean the end
-      // was passed; never cut short while any data is still arriving.
-      let emptyFetches = 0;
-      consumer.on(consumer.events.FETCH, (e) => {
-        emptyFetches = e.payload.numberOfBatches === 0 ? emptyFetches + 1 : 0;
-        if (emptyFetches >= 50 && remaining.size > 0) {
-          remaining.clear();
-          finish();
-        }
+      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+        if (remaining.has(e.payload.partition)) progressed();
+        reached(e.payload.partition, e.payload.lastOffset);
       });
+      // No shortcut on empty fetches: right after a broker restart fetches
+      // come back empty while leaders load, and finishing then would restore
+      // a partial state (rows lost from open groups). A stalled restore fails
+      // by the watchdog instead and is retried.
       consumer
         .run({
           autoCommit: false,

@@ -15,7 +15,10 @@ const ROOT = join(import.meta.dirname, '..', '..');
 let procs: StageProcess[] = [];
 let env: TestEnv | undefined;
 
-afterEach(async () => {
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === 'fail') {
+    for (const p of procs) console.error(`--- ${p.name} (last lines) ---\n${p.log.slice(-80).join('\n')}`);
+  }
   await Promise.all(procs.map((p) => kill(p)));
   procs = [];
   await env?.close();
@@ -67,6 +70,6 @@ describe('scaling and broker restarts', () => {
     }
     await run(join(ROOT, 'scripts', 'local-kafka.sh'), ['restart-broker'], { timeout: 120_000 });
     await produceSlowly(env, all.slice(Math.floor(all.length / 2)), 3, 800);
-    await assertExactlyOnce(env.kafka, env.registry, env.prefix, want, 300_000);
-  }, 420_000); // a restart under load: stop ≤ 30 s, start ~15 s, coordinators reload, consumers rejoin
+    await assertExactlyOnce(env.kafka, env.registry, env.prefix, want, 150_000);
+  }, 300_000); // a restart under load: stop ≤ 30 s, start ~15 s, coordinators reload, consumers rejoin
 });
