@@ -53,6 +53,7 @@ export class StageRunner {
   private readonly tasks = new Map<number, PartitionTask>();
   private assigned = new Set<number>();
   private restoring: Promise<void> | null = null;
+  private preparing = false;
   private ticker: NodeJS.Timeout | null = null;
   private lagTimer: NodeJS.Timeout | null = null;
   private stopping = false;
@@ -85,7 +86,7 @@ export class StageRunner {
     });
     this.consumer.on(this.consumer.events.CRASH, (e) => {
       this.o.log.error(`${this.stageName}: consumer crashed: ${e.payload.error.message}; restarting`);
-      void this.dropAllTasks();
+      void this.dropAllTasks().then(() => this.prepareSoon(500));
     });
     await this.consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true });
     await this.consumer.run({
@@ -148,10 +149,28 @@ export class StageRunner {
     }
     // Fence and restore right away rather than on the first batch, so the
     // first records of a new partition do not wait for the restore.
-    const first = [...parts].find((p) => !this.tasks.has(p));
-    if (first !== undefined && !this.stopping) {
-      this.taskFor(first).catch((e: Error) => this.o.log.warn(`${this.stageName}: preparing partitions failed: ${e.message}`));
-    }
+    this.prepareSoon(0);
+  }
+
+  /**
+   * (Re)creates the tasks of every assigned partition that has none, in the
+   * background, retrying with backoff while the broker is unavailable. Fencing
+   * promptly matters: a transaction left open by a dropped task holds the
+   * stable offset of its output partitions (read_committed readers downstream
+   * see nothing past it) until the same transactional id initializes again.
+   */
+  private prepareSoon(delayMs: number): void {
+    if (this.preparing || this.stopping) return;
+    this.preparing = true;
+    setTimeout(() => {
+      this.preparing = false;
+      const missing = [...this.assigned].find((p) => !this.tasks.has(p));
+      if (missing === undefined || this.stopping) return;
+      this.taskFor(missing).catch((e: Error) => {
+        this.o.log.warn(`${this.stageName}: preparing partitions failed: ${e.message}; retrying`);
+        this.prepareSoon(Math.min(Math.max(delayMs * 2, 250), 5_000));
+      });
+    }, delayMs);
   }
 
   private async dropAllTasks(): Promise<void> {
@@ -306,6 +325,7 @@ export class StageRunner {
     );
     await this.dropTask(task);
     if (this.stopping || !this.assigned.has(task.partition)) return;
+    this.prepareSoon(fenced ? 100 : 1000);
     await sleep(fenced ? 100 : 1000);
     const committed = await this.committedOffset(task.partition).catch(() => null);
     try {
