@@ -6,18 +6,8 @@
  * are returned as a human sentence (the caller prefixes the field path), never
  * thrown, because a bad row is data (a dead letter), not a crash.
  */
-import type { DType, Message, Tensor } from './types.js';
-
-const ARRAY_TYPES: Record<DType, new (n: number) => ArrayBufferView> = {
-  bool: Uint8Array,
-  uint8: Uint8Array,
-  int8: Int8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: BigInt64Array,
-  float32: Float32Array,
-  float64: Float64Array,
-};
+import { isDType, matchesDType } from './typed-arrays.js';
+import type { DType, Message, Tensor, TypedArray } from './types.js';
 
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(['uint8', 'int8', 'int16', 'int32', 'int64']);
 
@@ -38,13 +28,13 @@ export function isAbsent(value: unknown): value is null | undefined {
 export function tensorProblem(value: unknown): string | null {
   if (!isPlainObject(value)) return 'is not a tensor object';
   const { dtype, shape, data } = value;
-  if (typeof dtype !== 'string' || !Object.hasOwn(ARRAY_TYPES, dtype)) {
+  if (!isDType(dtype)) {
     return `has unknown dtype ${JSON.stringify(dtype)}`;
   }
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
     return 'has a shape that is not a list of non-negative integers';
   }
-  if (!(data instanceof ARRAY_TYPES[dtype as DType])) return `has data that is not a ${dtype} typed array`;
+  if (!ArrayBuffer.isView(data) || !matchesDType(data as TypedArray, dtype)) return `has data that is not a ${dtype} typed array`;
   const expected = (shape as number[]).reduce((a, b) => a * b, 1);
   const length = (data as unknown as { length: number }).length;
   if (length !== expected) return `has ${length} elements but shape [${shape.join(', ')}] needs ${expected}`;

@@ -13,21 +13,9 @@
  * non-zero `byteOffset` into the shared slab: encoders must use
  * `byteOffset`/`byteLength`, never the whole `.buffer`.
  */
+import { TYPED_ARRAY_CLASSES } from './typed-arrays.js';
 import type { DType, PackedGroup, TypedArray } from './types.js';
 
-const BYTES: Record<DType, number> = { bool: 1, uint8: 1, int8: 1, int16: 2, int32: 4, int64: 8, float32: 4, float64: 8 };
-
-type ViewCtor = new (buffer: ArrayBuffer, byteOffset: number, length: number) => TypedArray;
-const VIEWS: Record<DType, ViewCtor> = {
-  bool: Uint8Array,
-  uint8: Uint8Array,
-  int8: Int8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: BigInt64Array,
-  float32: Float32Array,
-  float64: Float64Array,
-};
 
 /** Where slabs come from: fresh zeroed memory by default, or a pool. Contents of a returned buffer are unspecified. */
 export type SlabSource = (bytes: number) => ArrayBuffer;
@@ -43,7 +31,7 @@ export class SlabPlan {
   add(dtype: DType, length: number): number {
     this.bytes = Math.ceil(this.bytes / 8) * 8;
     this.parts.push({ dtype, length, at: this.bytes });
-    this.bytes += length * BYTES[dtype];
+    this.bytes += length * TYPED_ARRAY_CLASSES[dtype].BYTES_PER_ELEMENT;
     return this.parts.length - 1;
   }
 
@@ -55,7 +43,7 @@ export class SlabPlan {
   carve(source: SlabSource): TypedArray[] {
     const buffer = source(this.bytes);
     if (buffer.byteLength < this.bytes) throw new Error(`slab of ${buffer.byteLength} bytes, need ${this.bytes}`);
-    return this.parts.map((p) => new VIEWS[p.dtype](buffer, p.at, p.length));
+    return this.parts.map((p) => new TYPED_ARRAY_CLASSES[p.dtype](buffer, p.at, p.length));
   }
 }
 

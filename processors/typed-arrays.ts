@@ -5,9 +5,15 @@
  */
 import type { DType, TypedArray } from './types.js';
 
-type TypedArrayCtor = new (length: number) => TypedArray;
+/** The in-memory array class of a dtype: `bool` is 0/1 bytes, `int64` a BigInt64Array. */
+export interface TypedArrayClass {
+  new (length: number): TypedArray;
+  new (buffer: ArrayBuffer, byteOffset: number, length: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+}
 
-const CTORS: Record<DType, TypedArrayCtor> = {
+/** The one dtype → array class table (processors and streams both use it). */
+export const TYPED_ARRAY_CLASSES: Readonly<Record<DType, TypedArrayClass>> = {
   bool: Uint8Array,
   uint8: Uint8Array,
   int8: Int8Array,
@@ -20,7 +26,12 @@ const CTORS: Record<DType, TypedArrayCtor> = {
 
 /** Whether `data` is the in-memory array class of `dtype` (see `Tensor`). */
 export function matchesDType(data: TypedArray, dtype: DType): boolean {
-  return data instanceof (CTORS[dtype] as unknown as typeof Uint8Array);
+  return data instanceof (TYPED_ARRAY_CLASSES[dtype] as unknown as typeof Uint8Array);
+}
+
+/** Whether `value` names one of our dtypes. */
+export function isDType(value: unknown): value is DType {
+  return typeof value === 'string' && Object.hasOwn(TYPED_ARRAY_CLASSES, value);
 }
 
 export function elementCount(shape: readonly number[]): number {

@@ -5,38 +5,17 @@
  * element size (a copy only when it is not).
  */
 import { endianness } from 'node:os';
+import { isDType, TYPED_ARRAY_CLASSES } from '../processors/typed-arrays.js';
 import type { DType, TypedArray } from '../processors/types.js';
 
 if (endianness() !== 'LE') {
   throw new Error('rollout-stream assumes a little-endian host (tensors are little-endian on the wire)');
 }
 
-type TypedArrayCtor =
-  | Uint8ArrayConstructor
-  | Int8ArrayConstructor
-  | Int16ArrayConstructor
-  | Int32ArrayConstructor
-  | BigInt64ArrayConstructor
-  | Float32ArrayConstructor
-  | Float64ArrayConstructor;
-
-const CTORS: Record<DType, TypedArrayCtor> = {
-  bool: Uint8Array,
-  uint8: Uint8Array,
-  int8: Int8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: BigInt64Array,
-  float32: Float32Array,
-  float64: Float64Array,
-};
-
-export function isDType(value: string): value is DType {
-  return Object.hasOwn(CTORS, value);
-}
+export { isDType };
 
 export function elementSize(dtype: DType): number {
-  return CTORS[dtype].BYTES_PER_ELEMENT;
+  return TYPED_ARRAY_CLASSES[dtype].BYTES_PER_ELEMENT;
 }
 
 /** A Buffer view over the bytes of a typed array (no copy). */
@@ -49,7 +28,7 @@ export function bytesOf(array: TypedArray): Buffer {
  * Throws RangeError when the byte length is not a multiple of the element size.
  */
 export function typedArrayFrom(dtype: DType, bytes: Uint8Array): TypedArray {
-  const ctor = CTORS[dtype];
+  const ctor = TYPED_ARRAY_CLASSES[dtype];
   const size = ctor.BYTES_PER_ELEMENT;
   if (bytes.byteLength % size !== 0) {
     throw new RangeError(`${bytes.byteLength} bytes is not a whole number of ${dtype} elements`);
