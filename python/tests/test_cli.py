@@ -20,6 +20,21 @@ def test_bench_prints_rates_and_ends_with_the_ratio_line():
     assert re.fullmatch(r"ratio decode/copy: \d+\.\d+", lines[-1])
 
 
+def test_bench_breakdown_times_each_step_and_still_ends_with_the_ratio_line():
+    out = subprocess.run(
+        [sys.executable, "-m", "rollout_stream", "bench", "--groups", "2", "--rows", "4",
+         "--min-tokens", "64", "--max-tokens", "128", "--repeat", "2", "--breakdown"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    for step in ("copy", "parse", "passes", "astype aligned", "fields numpy", "fields torch", "nested direct", "nested public"):
+        assert any(re.fullmatch(rf"  {step} +\d+\.\d us/group +copy/step +\d+\.\d+", l) for l in lines), step
+    assert any(re.fullmatch(r"ceiling \(copy / passes\): \d+\.\d+", l) for l in lines)
+    assert sum("decode-only loop jagged=" in l and "page faults/group" in l for l in lines) == 2
+    assert re.fullmatch(r"ratio decode/copy: \d+\.\d+", lines[-1])
+
+
 def test_unknown_command_is_a_usage_error():
     out = subprocess.run([sys.executable, "-m", "rollout_stream", "nope"], capture_output=True, text=True)
     assert out.returncode == 2 and "invalid choice" in out.stderr

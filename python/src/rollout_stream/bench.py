@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from .codec import resolve_mode
     from .deserializer import PackedDeserializer
     from .encode import encode_packed_body, load_packed_schema
-    from .framing import frame
+    from .framing import HEADER_SIZE, frame
     from .registry import StaticResolver
 
     schema = load_packed_schema()
@@ -141,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
             f"decode jagged={mode:<6}        {total / dec_s / 1e6:9.1f} MB/s  "
             f"{len(values) / dec_s:9.1f} groups/s  ratio {ratio:.3f}"
         )
+    if args.breakdown:
+        from .bench_breakdown import run_breakdown
+
+        print("breakdown (same records, interleaved with the copy, fastest pass per step):")
+        run_breakdown(values, resolver.parsed(SCHEMA_ID), HEADER_SIZE, args.repeat, {m: fns[m] for m in modes})
     default = resolve_mode("auto")
     print(f"ratio decode/copy: {ratios.get(default, ratio):.3f}")
     return 0
@@ -166,6 +171,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jagged", default="both", choices=["auto", "torch", "numpy", "both"])
     p.add_argument("--repeat", type=int, default=15, help="interleaved timed passes; the fastest counts (default 15)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time the decode's steps (parse, memory passes, field building, nested tensors) against the copy",
+    )
     p.add_argument(
         "--device",
         default=None,

@@ -11,8 +11,8 @@ from typing import Any, Callable, Generic, TypeVar
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from .avro_body import read_record
-from .codec import JaggedMode, PackedGroup, group_from_record, resolve_placement
+from .avro_body import read_parts
+from .codec import JaggedMode, PackedGroup, build_group, resolve_placement
 from .framing import HEADER_SIZE, parse_header
 from .registry import SchemaResolver, resolver_for
 
@@ -71,8 +71,7 @@ class PackedDeserializer(Generic[T]):
         """Decodes one framed value into a :class:`PackedGroup` (no hook)."""
         schema_id = parse_header(value)
         writer = self.resolver.parsed(schema_id)
-        record = read_record(value, HEADER_SIZE, writer)
-        return group_from_record(record, jagged=self.jagged, schema_id=schema_id, device=self.placement)
+        return build_group(read_parts(value, HEADER_SIZE, writer), self.jagged, self.placement, schema_id)
 
 
 def decode_packed(
@@ -99,6 +98,7 @@ def decode_packed(
             As for :class:`PackedDeserializer`.
         DeviceUnavailableError, ValueError: As for :class:`PackedDeserializer`'s constructor.
     """
+    mode, pl = resolve_placement(jagged, device)
     schema_id = parse_header(value_bytes)
     writer = resolver_for(registry).parsed(schema_id)
-    return group_from_record(read_record(value_bytes, HEADER_SIZE, writer), jagged=jagged, schema_id=schema_id, device=device)
+    return build_group(read_parts(value_bytes, HEADER_SIZE, writer), mode, pl, schema_id)

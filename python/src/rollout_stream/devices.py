@@ -149,7 +149,7 @@ def fields_to(fields: Mapping[str, Any], device: Any) -> dict[str, Any]:
         elif isinstance(val, torch.Tensor):
             out[name] = tensor_to(val, pl)
         elif type(val).__name__ == "JaggedArray":  # numpy is importable when one exists
-            from .codec import _to_torch
+            from .field_decode import to_torch as _to_torch
 
             hit = np_offsets.get(id(val.offsets))
             if hit is None:
@@ -157,7 +157,7 @@ def fields_to(fields: Mapping[str, Any], device: Any) -> dict[str, Any]:
             nt = torch.nested.nested_tensor_from_jagged(_to_torch(val.values), hit[1])
             out[name] = nested_to(nt, pl, seen)
         elif getattr(val, "dtype", None) is not None and getattr(val.dtype, "kind", "O") != "O":
-            from .codec import _to_torch
+            from .field_decode import to_torch as _to_torch
 
             out[name] = tensor_to(_to_torch(val), pl)
         else:
