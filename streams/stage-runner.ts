@@ -14,6 +14,7 @@ import type { Admin, Consumer, EachBatchPayload, Kafka, Message } from 'kafkajs'
 import type { DeadLetterRecord } from './dead-letter-record.js';
 import type { TopicCodec } from './codec.js';
 import { restoreChangelog } from './changelog-restore.js';
+import { scanRanges, type PartitionRange } from './topic-scan.js';
 import { compressionType, type CompressionName } from './compression.js';
 import { PartitionTask } from './partition-task.js';
 import type { RuntimeMetrics } from './runtime-metrics.js';
@@ -233,11 +234,59 @@ export class StageRunner {
           `${stats.records} records, ${(stats.bytes / 1e6).toFixed(1)} MB in ${stats.ms} ms`,
       );
       this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
+      await this.readBackInputs(fresh);
     }
     for (const t of fresh) {
       // A rebalance during the restore may have taken the partition away.
       if (this.assigned.has(t.partition) && !this.stopping) this.tasks.set(t.partition, t);
       else await t.close();
+    }
+  }
+
+  /**
+   * Second half of a restore: the changelog references pending rows by their
+   * input offset, so read those records back from the input partitions (one
+   * bounded read_committed scan over every restored partition) and hand them
+   * to the processors.
+   */
+  private async readBackInputs(fresh: PartitionTask[]): Promise<void> {
+    const needs = new Map<number, Set<string>>();
+    const ranges: PartitionRange[] = [];
+    for (const t of fresh) {
+      const offsets = t.processor.restoreNeeds?.() ?? [];
+      if (offsets.length === 0) continue;
+      needs.set(t.partition, new Set(offsets));
+      let lo = BigInt(offsets[0]!);
+      let hi = lo;
+      for (const o of offsets) {
+        const v = BigInt(o);
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+      ranges.push({ topic: this.o.stage.inputTopic, partition: t.partition, start: lo.toString(), end: (hi + 1n).toString() });
+    }
+    const found = new Map<number, Map<string, Buffer>>();
+    if (ranges.length > 0) {
+      const t0 = Date.now();
+      const scan = await scanRanges(this.o.kafka, ranges, (r) => {
+        if (r.value && needs.get(r.partition)?.has(r.offset)) {
+          let m = found.get(r.partition);
+          if (!m) found.set(r.partition, (m = new Map()));
+          m.set(r.offset, Buffer.from(r.value));
+        }
+      });
+      if (!scan.complete) throw new Error(`reading back pending rows from ${this.o.stage.inputTopic} stalled on ${scan.unfinished.join(', ')}`);
+      this.o.log.info(`${this.stageName}: read back ${scan.records} input records for ${[...needs.values()].reduce((n, x) => n + x.size, 0)} pending rows in ${Date.now() - t0} ms`);
+    }
+    for (const t of fresh) {
+      if (!t.processor.finishRestore) continue;
+      const { missing } = await t.processor.finishRestore(found.get(t.partition) ?? new Map());
+      if (missing > 0) {
+        this.o.log.warn(
+          `${this.stageName}: partition ${t.partition}: ${missing} pending rows are no longer in ${this.o.stage.inputTopic} ` +
+            `(its retention is shorter than groups stay open); their groups will dead-letter as incomplete`,
+        );
+      }
     }
   }
 

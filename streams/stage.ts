@@ -48,6 +48,10 @@ export const emptyOutput = (): StageOutput => ({ messages: [], deadLetters: [], 
 export interface PartitionProcessor {
   /** Applies one changelog record during restore (before any input is processed). */
   restore?(record: ChangelogRecord): Promise<void>;
+  /** After the changelog pass: offsets of this partition's input records the restore needs read back. */
+  restoreNeeds?(): string[];
+  /** Ends a restore with the input records asked for (any that are gone are absent); reports how many were missing. */
+  finishRestore?(inputs: Map<string, Buffer>): Promise<{ missing: number }>;
   /** Processes records of this partition, in offset order. */
   process(records: InputRecord[], nowMs: number): Promise<StageOutput>;
   /** Time-driven work (timeouts); called periodically between batches. */

@@ -9,6 +9,7 @@ import {
   accumulateRow,
   applyStateChange,
   createAccumulatorState,
+  type AccumulatorStateChange,
   expireGroups,
   type AccumulateResult,
 } from '../../processors/group-accumulator.js';
@@ -20,7 +21,7 @@ import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../stage.js';
 import type { TopicNames } from '../topics.js';
 import { UndecodableError } from '../wire-format.js';
-import { changeFromRecord, changelogRecords } from './accumulator-changelog.js';
+import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
 
 export interface AccumulateStageDeps {
   topics: TopicNames;
@@ -55,6 +56,8 @@ class AccumulateProcessor implements PartitionProcessor {
   private readonly sources = new WeakMap<Uint8Array, SourceRecord>();
   private readonly emittedByBatch = new Map<string, Set<string>>();
   private readonly reported = new Set<string>();
+  /** Changelog records read by restore, applied by finishRestore. */
+  private restoreLog: ParsedChangelogRecord[] = [];
 
   constructor(
     private readonly deps: AccumulateStageDeps,
@@ -73,25 +76,50 @@ class AccumulateProcessor implements PartitionProcessor {
       }
       return;
     }
-    const copy = record.value ? { key: record.key, value: Buffer.from(record.value) } : record;
-    const decoded = await changeFromRecord(copy, async (payload) => {
+    // Applied in order by finishRestore, once referenced rows are read back.
+    const parsed = parseChangelogRecord(record);
+    if (!parsed) return;
+    if (parsed.kind === 'row' && parsed.row.payload) parsed.row.payload = Buffer.from(parsed.row.payload); // not a view of the fetch
+    this.restoreLog.push(parsed);
+  }
+
+  restoreNeeds(): string[] {
+    const offsets: string[] = [];
+    for (const p of this.restoreLog) if (p.kind === 'row' && !p.row.payload) offsets.push(p.row.offset!);
+    return offsets;
+  }
+
+  async finishRestore(inputs: Map<string, Buffer>): Promise<{ missing: number }> {
+    let missing = 0;
+    const log = this.restoreLog;
+    this.restoreLog = [];
+    for (const parsed of log) {
+      if (parsed.kind === 'change') {
+        applyStateChange(this.state, parsed.change);
+        continue;
+      }
+      const { change, offset } = parsed.row;
+      const payload = parsed.row.payload ?? inputs.get(offset!);
+      if (!payload) {
+        // Gone from the input topic (retention shorter than a group stays
+        // open): the row is missing now, and its group ends as an
+        // incomplete_group dead letter at its BatchEnd or timeout.
+        missing++;
+        continue;
+      }
       const e = await this.deps.rowCodec.decode(payload);
-      if (e.kind !== 'row') throw new Error(`changelog row ${record.key} holds a BatchEnd`);
-      return e.row;
-    });
-    if (!decoded) return;
-    if (decoded.payload && decoded.change.kind === 'row_added') {
-      // The change's payload must be the very object the state keeps.
-      const payload = decoded.change.payload;
+      if (e.kind !== 'row') throw new Error(`changelog row ${change.group_id}/${change.row_index} refers to a BatchEnd at offset ${offset}`);
       this.sources.set(payload, {
         topic: this.deps.topics.rowCompleted,
         partition: this.partition,
-        offset: decoded.offset ?? '-1',
-        key: Buffer.from(decoded.change.group_id),
-        value: Buffer.from(payload),
+        offset: offset ?? '-1',
+        key: Buffer.from(change.group_id),
+        value: payload,
       });
+      // The change's payload must be the very object the state keeps.
+      applyStateChange(this.state, { ...change, row: e.row, payload } as AccumulatorStateChange);
     }
-    applyStateChange(this.state, decoded.change);
+    return { missing };
   }
 
   async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {

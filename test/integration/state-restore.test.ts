@@ -3,6 +3,7 @@ import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
 import { TopicCodec } from '../../streams/codec.js';
 import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
 import { RowProducer } from '../../streams/row-producer.js';
+import { parseChangelogRecord } from '../../streams/stages/accumulator-changelog.js';
 import { subjectOf, topicNames } from '../../streams/topics.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
@@ -40,7 +41,12 @@ describe('accumulator state across restarts', () => {
     pipeline = await start(env);
     await produce(env, firstHalf);
     const names = topicNames(env.prefix);
-    await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= firstHalf.length, { timeoutMs: 60_000, settleMs: 500 });
+    const changelog = await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= firstHalf.length, { timeoutMs: 60_000, settleMs: 500 });
+    // Pending rows are stored as references to their input offsets, not as a second copy of their bytes.
+    const stored = changelog.map((r) => parseChangelogRecord({ key: r.key!, value: r.value }));
+    const refs = stored.filter((p) => p?.kind === 'row');
+    expect(refs).toHaveLength(firstHalf.length);
+    for (const p of refs) expect(p?.kind === 'row' && [p.row.payload, /^\d+$/.test(p.row.offset ?? '')]).toEqual([undefined, true]);
     await pipeline.stop();
     // A new instance restores the pending rows, then the rest arrive.
     pipeline = await start(env);
@@ -52,6 +58,36 @@ describe('accumulator state across restarts', () => {
       const g = await codec.decode(r.value);
       expect(g.rows.map((x) => x.row_index % 4)).toEqual([0, 1, 2, 3]);
     }
+  });
+
+  test('a pending row that is gone from the input topic when restoring is missing from its group, which dead-letters as incomplete', async () => {
+    env = await testEnv('restore-gone', [[['accumulate', 'group_timeout_ms'], 8000]]);
+    const rows = [...generateEvents({ batches: 1, groupsPerBatch: 1, generations: 4, seed: 5, profile: 'small', runId: `${env.prefix}run`, reorderWindowGroups: 0 })].filter(
+      (e) => e.kind === 'row' && e.row.row_index < 2,
+    );
+    pipeline = await start(env);
+    await produce(env, rows);
+    const names = topicNames(env.prefix);
+    const changelog = await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= 2, { timeoutMs: 60_000, settleMs: 200 });
+    await pipeline.stop();
+    // Retention took the first row: delete the input records before the second one.
+    const refs = changelog.map((r) => parseChangelogRecord({ key: r.key!, value: r.value })).flatMap((p) => (p?.kind === 'row' ? [p.row] : []));
+    const second = refs.find((r) => r.change.row_index % 4 === 1)!;
+    const first = refs.find((r) => r.change.row_index % 4 === 0)!;
+    expect(BigInt(first.offset!)).toBeLessThan(BigInt(second.offset!));
+    const input = await readTopic(env.kafka, names.rowCompleted, (rs) => rs.length >= 2, { timeoutMs: 30_000 });
+    const partition = input.find((r) => r.offset === second.offset)!.partition;
+    await env.admin.fetchTopicMetadata({ topics: [names.rowCompleted] }); // kafkajs needs the leaders known
+    await env.admin.deleteTopicRecords({ topic: names.rowCompleted, partitions: [{ partition, offset: second.offset! }] });
+    pipeline = await start(env);
+    const dead = await readTopic(env.kafka, names.deadLetter, (rs) => rs.length >= 1, { timeoutMs: 60_000 });
+    const dl = await new TopicCodec('deadLetter', subjectOf(names.deadLetter), env.registry).decode(dead[0]!.value);
+    expect(dl.reason).toBe('incomplete_group');
+    expect(dl.row_indices).toEqual([second.change.row_index]);
+    expect(dl.missing_row_indices).toEqual([0, 2, 3].map((i) => second.change.row_index - 1 + i));
+    // The surviving row's dead letter still carries its original bytes, read back from the input topic.
+    expect(dl.records.map((r) => r.offset)).toEqual([second.offset]);
+    expect(Buffer.compare(dl.records[0]!.value!, input.find((r) => r.offset === second.offset)!.value)).toBe(0);
   });
 
   test('a restored open group times out by itself when no more input arrives', async () => {
