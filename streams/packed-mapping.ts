@@ -6,6 +6,8 @@
  *   bool                → uint8 (0/1)
  *   int64 (all 0..255)  → uint8      e.g. token_mask
  *   int64 (fits int32)  → int32      e.g. input_ids, prompt_ids_for_adv
+ *   int16/int32 (all 0..255 or all -128..127) → uint8/int8   e.g. routed_experts
+ *   int32 (fits int16)  → int16
  *   anything else       → unchanged
  *   object              → UTF-8 JSON text of the value list
  *
@@ -50,7 +52,29 @@ function narrowedBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Ar
     for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = w[j]!;
     return { wire_dtype: wire, bytes: bytesOf(out) };
   }
+  if (field.dtype === 'int16' || field.dtype === 'int32') {
+    const values = field.values as Int16Array | Int32Array;
+    const wire = narrowSmallInt(values, field.dtype);
+    if (wire === field.dtype) return { wire_dtype: wire, bytes: bytesOf(values) };
+    const out = wire === 'uint8' ? Uint8Array.from(values) : wire === 'int8' ? Int8Array.from(values) : Int16Array.from(values);
+    return { wire_dtype: wire, bytes: bytesOf(out) };
+  }
   return { wire_dtype: field.dtype, bytes: bytesOf(field.values) };
+}
+
+/** Smallest exact wire dtype for int16/int32 values: uint8, int8, int16 or the dtype itself. */
+function narrowSmallInt(values: Int16Array | Int32Array, dtype: 'int16' | 'int32'): 'uint8' | 'int8' | 'int16' | 'int32' {
+  let lo = 0;
+  let hi = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (v < lo) lo = v;
+    else if (v > hi) hi = v;
+  }
+  if (lo >= 0 && hi <= 255) return 'uint8';
+  if (lo >= -128 && hi <= 127) return 'int8';
+  if (dtype === 'int32' && lo >= -32768 && hi <= 32767) return 'int16';
+  return dtype;
 }
 
 /** Widens wire values back to the trainer dtype. */
@@ -66,6 +90,10 @@ export function widen(dtype: DType, wireDtype: DType, bytes: Uint8Array): TypedA
       w[j + 1] = v < 0 ? -1 : 0;
     }
     return out;
+  }
+  const narrowInts = ['uint8', 'int8', 'int16'];
+  if ((dtype === 'int16' && (wireDtype === 'uint8' || wireDtype === 'int8')) || (dtype === 'int32' && narrowInts.includes(wireDtype))) {
+    return dtype === 'int16' ? Int16Array.from(wire as Uint8Array | Int8Array) : Int32Array.from(wire as Uint8Array | Int8Array | Int16Array);
   }
   throw new UndecodableError(`cannot widen wire dtype ${wireDtype} to ${dtype}`);
 }

@@ -53,14 +53,37 @@ describe('Avro body codec', () => {
       token_mask: 'int64/uint8',
       big: 'int64/int64',
       generation_logprobs: 'float32/float32',
-      routed_experts: 'int16/int16',
-      input_lengths: 'int32/int32',
+      routed_experts: 'int16/int8',
+      input_lengths: 'int32/uint8',
       truncated: 'bool/uint8',
       empty: 'float32/float32',
     });
     const back = codec.decodeBody(body);
     expect(back.fields[0]!.values).toEqual(BigInt64Array.from([5n, 70000n, -2n]));
     expect(back.fields[2]!.values).toEqual(BigInt64Array.from([1n << 40n, -(1n << 40n)]));
+  });
+
+  test.each([
+    ['int16', Int16Array.from([0, 127, 255]), 'uint8'],
+    ['int16', Int16Array.from([-128, 0, 127]), 'int8'],
+    ['int16', Int16Array.from([-1, 200]), 'int16'],
+    ['int16', Int16Array.from([-32768, 32767]), 'int16'],
+    ['int32', Int32Array.from([0, 255]), 'uint8'],
+    ['int32', Int32Array.from([-3, 100]), 'int8'],
+    ['int32', Int32Array.from([-32768, 32767, 5]), 'int16'],
+    ['int32', Int32Array.from([40000, -1]), 'int32'],
+    ['int32', Int32Array.from([-(2 ** 31), 2 ** 31 - 1]), 'int32'],
+    ['int16', new Int16Array(0), 'uint8'],
+  ] as const)('packed %s values %j travel as %s and come back equal', (dtype, values, wire) => {
+    const codec = new AvroBodyCodec('packed');
+    const group = samplePacked();
+    group.fields = [{ name: 'routed_experts', dtype, layout: 'dense', offsets: null, shape: [values.length], values }];
+    const body = codec.encodeBody(group);
+    const raw = codec.type.fromBuffer(body) as { fields: Array<{ wire_dtype: string; values: Buffer }> };
+    expect(raw.fields[0]!.wire_dtype).toBe(wire);
+    const back = codec.decodeBody(body).fields[0]!.values;
+    expect(back.constructor).toBe(values.constructor);
+    expect(back).toEqual(values);
   });
 
   test('truncated bytes are undecodable', () => {
