@@ -13,27 +13,32 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ensureLocalServices, ROOT } from '../cli/local-services.js';
 import { loadConfig } from '../config/load.js';
-import { generateEvents, rowTokenCounts, type LoadgenEvent, type ProfileName } from '../loadgen/index.js';
+import { generateEvents, resolveLoadgenOptions, rowTokenCounts, type LoadgenEvent, type ProfileName } from '../loadgen/index.js';
 import { TopicCodec } from '../streams/codec.js';
 import { createKafka, createRegistry } from '../streams/kafka-client.js';
 import { RowProducer } from '../streams/row-producer.js';
 import { createTopics, subjectOf, topicNames } from '../streams/topics.js';
+import { UsageError } from '../cli/command.js';
 
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
-                               [--batches B] [--groups G] [--generations N] [--rate R] [--seed S] [--instances K]
+                               [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
+                               [--seed S] [--instances K] [--split] [--keep]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
-p50/p99 latency (last row sent → packed record committed), the stage
-process's peak RSS, the broker's raw throughput for the same record size
+p50/p90/p99/max latency (last row sent → packed record committed), the peak
+RSS of every process (stage processes, this one, the local broker and
+registry), the broker's raw throughput for the same record size
 (ProducerPerformance), and last "ratio e2e/raw: <n>".
 --rate R paces the producer at R rows/s (default: as fast as possible).
+--duration S keeps producing batches for S seconds (a soak; needs --rate)
+  instead of --batches, and prints each process's RSS per minute.
 --instances K runs K stage processes (scale-out measurement).
 --keep leaves the topics (and names the slowest group to trace).
 --split runs each stage in its own process (per instance).
@@ -63,6 +68,63 @@ function rawBrokerMBps(brokers: string, topic: string, recordSize: number, recor
   return Number(m[1]);
 }
 
+/** RSS (KiB) of a process, 0 when it is gone. */
+function rssKb(pid: number | undefined): number {
+  if (!pid) return 0;
+  const r = spawnSync('ps', ['-o', 'rss=', '-p', String(pid)], { encoding: 'utf8' });
+  return Number(r.stdout.trim()) || 0;
+}
+
+/** Pid of a local service started by scripts/local-kafka.sh, when it runs here. */
+function localPid(name: 'broker' | 'registry'): number | undefined {
+  try {
+    const pid = Number(readFileSync(join(ROOT, '.local', 'kafka', `${name}.pid`), 'utf8').trim());
+    return rssKb(pid) > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `a=2, b=1` */
+function countBy(items: string[]): string {
+  const n = new Map<string, number>();
+  for (const x of items) n.set(x, (n.get(x) ?? 0) + 1);
+  return [...n].map(([k, v]) => `${k}=${v}`).join(', ');
+}
+
+const mib = (kb: number) => `${(kb / 1024).toFixed(0)} MiB`;
+
+/** Peak and latest RSS of every process of the run, sampled every 500 ms. */
+class RssWatch {
+  readonly peak = new Map<string, number>();
+  readonly last = new Map<string, number>();
+  /** Per minute of the run: the largest RSS of each process in that minute (soak reports). */
+  readonly perMinute: Array<Map<string, number>> = [];
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly pids: () => Map<string, number | undefined>, private readonly t0: () => number) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.sample(), 500);
+  }
+
+  sample(): void {
+    const minute = Math.max(0, Math.floor((Date.now() - this.t0()) / 60_000));
+    const bucket = (this.perMinute[minute] ??= new Map());
+    for (const [name, pid] of this.pids()) {
+      const kb = name === 'bench' ? Math.round(process.memoryUsage().rss / 1024) : rssKb(pid);
+      if (kb === 0) continue;
+      this.last.set(name, kb);
+      this.peak.set(name, Math.max(this.peak.get(name) ?? 0, kb));
+      bucket.set(name, Math.max(bucket.get(name) ?? 0, kb));
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -72,6 +134,7 @@ export async function main(argv: string[]): Promise<number> {
       groups: { type: 'string' },
       generations: { type: 'string' },
       rate: { type: 'string' },
+      duration: { type: 'string' },
       seed: { type: 'string', default: '1' },
       instances: { type: 'string', default: '1' },
       keep: { type: 'boolean' },
@@ -83,6 +146,9 @@ export async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  const duration = values.duration === undefined ? null : Number(values.duration);
+  if (duration !== null && !(duration > 0)) throw new UsageError(`--duration must be a positive number of seconds, got ${values.duration}`);
+  if (duration !== null && values.rate === undefined) throw new UsageError('--duration needs --rate (a soak runs at a fixed load)');
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
   const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix]] });
@@ -94,56 +160,69 @@ export async function main(argv: string[]): Promise<number> {
   const names = topicNames(prefix);
 
   const profile = values.profile as ProfileName;
-  const events: LoadgenEvent[] = [
-    ...generateEvents({
-      batches: Number(values.batches),
-      groupsPerBatch: Number(values.groups ?? (profile === 'published-max' || profile === 'router-replay' ? 32 : 16)),
-      generations: Number(values.generations ?? 16),
-      seed: Number(values.seed),
-      profile,
-      runId: `${prefix}run`,
-      startTimeMs: Date.now(),
-    }),
-  ];
+  const generations = Number(values.generations ?? 16);
+  const groupsPerBatch = Number(values.groups ?? (profile === 'published-max' || profile === 'router-replay' ? 32 : 16));
+  const loadgenOptions = (firstBatch: number, batches: number) => ({
+    batches,
+    firstBatch,
+    firstWeightVersion: firstBatch - 1,
+    groupsPerBatch,
+    generations,
+    seed: Number(values.seed),
+    profile,
+    runId: `${prefix}run`,
+    startTimeMs: Date.now(),
+  });
+  // Delay hints model the profile's rate; --rate scales them.
+  const modeledRate = resolveLoadgenOptions(loadgenOptions(1, 1)).rowsPerSecond;
   const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), registry).init();
+
+  // Events are generated lazily (a soak's rows never sit in memory at once);
+  // a --duration run keeps adding batches until the time is up.
   let rows = 0;
   let tokens = 0;
-  let modeledMs = 0;
-  let bytes = 0;
-  const lastSent = new Map<string, number>();
-  const groups = new Set<string>();
-  for (const e of events) {
-    modeledMs += e.delayMs;
-    if (e.kind !== 'row') continue;
-    rows++;
-    tokens += rowTokenCounts(e.row).total;
-    bytes += codec.encode({ kind: 'row', row: e.row }).length;
-    groups.add(e.row.group_id);
+  let producing = true;
+  let t0 = Date.now();
+  function* events(): Generator<LoadgenEvent> {
+    const batches = Number(values.batches);
+    for (let b = 1; duration === null ? b <= batches : (Date.now() - t0) / 1000 < duration; b++) {
+      for (const e of generateEvents(loadgenOptions(b, 1))) {
+        if (e.kind === 'row') {
+          rows++;
+          tokens += rowTokenCounts(e.row).total;
+        }
+        yield e;
+      }
+    }
   }
-  // Delay hints model the profile's rate; --rate scales them.
-  const modeledRate = rows / Math.max(modeledMs / 1000, 1e-9);
-  process.stderr.write(`[bench] ${profile}: ${rows} rows, ${groups.size} groups, ${(tokens / 1e6).toFixed(2)} M tokens, ${(bytes / 1e6).toFixed(1)} MB\n`);
+  const lastSent = new Map<string, number>();
 
   const configPath = join(tmpdir(), `rs-bench-${randomUUID()}.json`);
   writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 } }));
   const instances = Number(values.instances);
-  const peakRss: number[] = [];
   // --split: one process per stage (per instance) instead of all stages in one.
   const stageSets = values.split ? ['accumulate', 'postprocess', 'pack'] : ['accumulate,postprocess,pack'];
   const launches = Array.from({ length: instances }, () => stageSets).flat();
-  const stages = launches.map((set, i) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
+  const stages = launches.map((set, i) => ({
+    name: `stages[${i}] ${set}`,
+    child: spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    peakRss[i] = 0;
-    const timer = setInterval(() => {
-      const r = spawnSync('ps', ['-o', 'rss=', '-p', String(child.pid)], { encoding: 'utf8' });
-      const kb = Number(r.stdout.trim());
-      if (kb > peakRss[i]!) peakRss[i] = kb;
-    }, 500);
-    return { child, timer };
-  });
+    }),
+  }));
+  const broker = localPid('broker');
+  const registryPid = localPid('registry');
+  const rss = new RssWatch(
+    () =>
+      new Map<string, number | undefined>([
+        ...stages.map((s) => [s.name, s.child.pid] as [string, number | undefined]),
+        ['bench', process.pid],
+        ...(broker ? [['broker (JVM)', broker] as [string, number]] : []),
+        ...(registryPid ? [['registry (JVM)', registryPid] as [string, number]] : []),
+      ]),
+    () => t0,
+  );
+  rss.start();
 
   // Reader of the packed topic: arrival time per group.
   const arrived = new Map<string, number>();
@@ -152,11 +231,27 @@ export async function main(argv: string[]): Promise<number> {
   await reader.subscribe({ topic: names.packed, fromBeginning: true });
   let allIn: () => void = () => undefined;
   const done = new Promise<void>((r) => (allIn = r));
+  // A group that dead-letters (e.g. record_too_large) is done too: counted, not waited for.
+  const deadLettered = new Map<string, string>();
+  const checkDone = () => {
+    if (!producing && arrived.size + [...deadLettered.keys()].filter((g) => !arrived.has(g)).length >= lastSent.size) allIn();
+  };
+  const deadLetterCodec = new TopicCodec('deadLetter', subjectOf(names.deadLetter), registry);
+  const dlReader = kafka.consumer({ groupId: `${prefix}bench-dl-reader`, readUncommitted: false, maxWaitTimeInMs: 200 });
+  await dlReader.connect();
+  await dlReader.subscribe({ topic: names.deadLetter, fromBeginning: true });
+  await dlReader.run({
+    eachMessage: async ({ message }) => {
+      const d = await deadLetterCodec.decode(message.value!);
+      if (d.group_id) deadLettered.set(d.group_id, d.reason);
+      checkDone();
+    },
+  });
   await reader.run({
     eachMessage: async ({ message }) => {
       const key = message.key!.toString();
       if (!arrived.has(key)) arrived.set(key, Date.now());
-      if (arrived.size >= groups.size) allIn();
+      checkDone();
     },
   });
   // Wait until every stage's consumer group is stable (partitions assigned,
@@ -178,27 +273,38 @@ export async function main(argv: string[]): Promise<number> {
     onRowSent: (g) => lastSent.set(g, Date.now()),
   });
   await producer.connect();
-  const t0 = Date.now();
-  await producer.send(events);
+  t0 = Date.now();
+  const progress = duration === null ? null : setInterval(() => {
+    const s = (Date.now() - t0) / 1000;
+    const rssNow = [...rss.last].map(([n, kb]) => `${n.split(' ')[0]} ${mib(kb)}`).join(', ');
+    process.stderr.write(`[bench] ${s.toFixed(0)} s: ${rows} rows sent, ${arrived.size} groups packed; RSS ${rssNow}\n`);
+  }, 30_000);
+  const sent = await producer.send(events());
   await producer.disconnect();
+  producing = false;
+  checkDone();
   const timeout = setTimeout(() => allIn(), 600_000);
   await done;
   clearTimeout(timeout);
+  if (progress) clearInterval(progress);
   const seconds = (Date.now() - t0) / 1000;
+  rss.sample();
+  rss.stop();
   await reader.disconnect();
-  for (const s of stages) {
-    clearInterval(s.timer);
-    s.child.kill('SIGTERM');
-  }
+  await dlReader.disconnect();
+  for (const s of stages) s.child.kill('SIGTERM');
 
+  const bytes = sent.bytes;
   const latencies = [...arrived].map(([g, t]) => t - (lastSent.get(g) ?? t)).sort((a, b) => a - b);
   const mbps = bytes / 1e6 / seconds;
-  const avgRecord = Math.max(1, Math.round(bytes / rows));
+  const avgRecord = Math.max(1, Math.round(bytes / Math.max(rows, 1)));
   const rawTopic = `${prefix}bench-raw`;
   await admin.createTopics({
     topics: [{ topic: rawTopic, numPartitions: config.topics.partitions, configEntries: [{ name: 'max.message.bytes', value: String(config.kafka.max_message_bytes) }] }],
   });
-  const raw = rawBrokerMBps(config.kafka.brokers.join(','), rawTopic, avgRecord, Math.max(200, Math.min(rows, Math.floor(2e9 / avgRecord))));
+  // 400 MB (at least 200 records): enough for the producer's JIT to warm up,
+  // so the baseline is the broker's sustained rate (short runs read low).
+  const raw = rawBrokerMBps(config.kafka.brokers.join(','), rawTopic, avgRecord, Math.max(200, Math.ceil(4e8 / avgRecord)));
   await admin.deleteTopics({ topics: values.keep ? [rawTopic] : [...Object.values(names), rawTopic] }).catch(() => undefined);
   if (values.keep) {
     const slowest = [...arrived].sort((a, b) => b[1] - (lastSent.get(b[0]) ?? 0) - (a[1] - (lastSent.get(a[0]) ?? 0)))[0]?.[0];
@@ -206,16 +312,27 @@ export async function main(argv: string[]): Promise<number> {
   }
   await admin.disconnect();
 
+  const pct = (p: number) => `${percentile(latencies, p)} ms`;
   const lines = [
-    `profile            ${profile} (${groups.size} groups × ${values.generations ?? 16} rows; ${arrived.size} packed)`,
+    `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
+    ...(deadLettered.size > 0
+      ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
+      : []),
     `rows/s             ${(rows / seconds).toFixed(1)}`,
     `tokens/s           ${(tokens / seconds / 1e6).toFixed(3)} M`,
     `MB/s (row bytes)   ${mbps.toFixed(1)}`,
-    `latency p50/p99    ${percentile(latencies, 50)} ms / ${percentile(latencies, 99)} ms (last row sent → packed committed)`,
-    `stage RSS peak     ${peakRss.map((k) => `${(k / 1024).toFixed(0)} MiB`).join(', ')}`,
+    `latency            p50 ${pct(50)}, p90 ${pct(90)}, p99 ${pct(99)}, max ${latencies.length ? latencies[latencies.length - 1] : NaN} ms (last row sent → packed committed)`,
+    `RSS peak           ${[...rss.peak].map(([n, kb]) => `${n} ${mib(kb)}`).join('; ')}`,
+  ];
+  if (rss.perMinute.length > 2) {
+    for (const [name] of rss.peak) {
+      lines.push(`RSS per minute     ${name}: ${rss.perMinute.map((m) => (m.has(name) ? (m.get(name)! / 1024).toFixed(0) : '-')).join(' ')} MiB`);
+    }
+  }
+  lines.push(
     `broker raw         ${raw.toFixed(1)} MB/s (ProducerPerformance, ${avgRecord}-byte records, acks=all)`,
     `ratio e2e/raw: ${(mbps / (raw / 4)).toFixed(3)}`,
-  ];
+  );
   console.log(lines.join('\n'));
   return 0;
 }
