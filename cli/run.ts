@@ -1,4 +1,5 @@
 /** `run`: stage services against Kafka, until SIGTERM/SIGINT. */
+import { kafkaCrcImplementation } from '../streams/kafka-client.js';
 import { loadConfig } from '../config/load.js';
 import { startPipeline } from '../streams/pipeline.js';
 import { parseFlags, UsageError, type Command } from './command.js';
@@ -55,7 +56,8 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
     const pipeline = await startPipeline({ config, configDir, stages, log });
     log.info(
       `running ${stages.join(', ')} on ${config.kafka.brokers.join(',')} (prefix '${config.topics.prefix}')` +
-        (pipeline.server ? `; metrics on http://127.0.0.1:${config.runtime.metrics_port}/metrics` : ''),
+        (pipeline.server ? `; metrics on http://127.0.0.1:${config.runtime.metrics_port}/metrics` : '') +
+        `; record-batch CRC-32C: ${kafkaCrcImplementation}`,
     );
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {

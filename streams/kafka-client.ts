@@ -3,6 +3,9 @@
  * rest of `streams/` asks this module for clients so the client library stays
  * behind one seam.
  */
+// First: swaps in a native CRC-32C before kafkajs loads its record-batch encoder.
+import './kafkajs-speedups.js';
+export { kafkaCrcImplementation } from './kafkajs-speedups.js';
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';

@@ -1,0 +1,85 @@
+import { createRequire } from 'node:module';
+import { beforeAll, describe, expect, test } from 'vitest';
+
+const require = createRequire(import.meta.url);
+
+let implementation = '';
+beforeAll(async () => {
+  implementation = (await import('../../../streams/kafkajs-speedups.js')).kafkaCrcImplementation;
+});
+
+describe('native CRC-32C for kafkajs record batches', () => {
+  test('replaces kafkajs\'s CRC module, and record batches kafkajs encodes carry the right CRC', async () => {
+    expect(implementation).toBe('native');
+    const installed = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (b: Buffer) => number;
+    const jsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/crc32C.js') as (b: Buffer) => number;
+    expect(installed).not.toBe(jsCrc);
+    const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0/index.js') as { RecordBatch: (o: object) => Promise<{ buffer: Buffer }> };
+    const batch = await RecordBatch({ records: [], firstTimestamp: 0, maxTimestamp: 0, lastOffsetDelta: 0 });
+    // Layout: baseOffset(8) batchLength(4) leaderEpoch(4) magic(1) crc(4) body...
+    const crc = batch.buffer.readUInt32BE(17);
+    expect(batch.buffer.length).toBeGreaterThan(40);
+    expect(crc).toBe(jsCrc(batch.buffer.subarray(21)) >>> 0);
+  });
+
+  test.each([0, 1, 3, 7, 8, 9, 63, 64, 65, 1000, 45_000, 1_234_567])('equals kafkajs\'s own implementation on %i random bytes', (n) => {
+    const installed = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (b: Buffer) => number;
+    const jsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/crc32C.js') as (b: Buffer) => number;
+    const buf = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) buf[i] = (i * 2654435761) >>> 24;
+    expect(installed(buf)).toBe(jsCrc(buf) >>> 0);
+    expect(installed(buf.subarray(1))).toBe(jsCrc(buf.subarray(1)) >>> 0);
+  });
+
+  test('matches the standard CRC-32C check value', () => {
+    const installed = require('kafkajs/src/protocol/recordBatch/crc32C/index.js') as (b: Buffer) => number;
+    expect(installed(Buffer.from('123456789'))).toBe(0xe3069283);
+  });
+});
+
+describe('kafkajs Encoder growth without zero-filling', () => {
+  type Enc = { buffer: Buffer; writeInt32(v: number): Enc; writeInt8(v: number): Enc; writeBytes(b: Buffer): Enc; writeEncoder(e: Enc): Enc; writeEncoderArray(e: Enc[]): Enc };
+  const Encoder = () => require('kafkajs/src/protocol/encoder.js') as new (size?: number) => Enc;
+
+  test('is patched', async () => {
+    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaEncoderPatched).toBe(true);
+  });
+
+  test('nested encoders, arrays and growth past many powers of two give exactly the expected bytes, whatever garbage the pool held', () => {
+    // Dirty the allocator's pool so unwritten bytes would show up as non-zero.
+    for (let i = 0; i < 64; i++) Buffer.allocUnsafe(2048).fill(0xab);
+    const E = Encoder();
+    let seed = 7;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    for (let round = 0; round < 50; round++) {
+      const expected: Buffer[] = [];
+      const outer = new E(1);
+      const inners: Enc[] = [];
+      const innerBytes: Buffer[] = [];
+      for (let k = 0; k < 1 + Math.floor(rnd() * 5); k++) {
+        const inner = new E(1);
+        const parts: Buffer[] = [];
+        for (let j = 0; j < 1 + Math.floor(rnd() * 6); j++) {
+          const n = Math.floor(rnd() * 5000);
+          const bytes = Buffer.alloc(n, Math.floor(rnd() * 256));
+          inner.writeInt32(n).writeBytes(bytes).writeInt8(-3);
+          const head = Buffer.alloc(8);
+          head.writeInt32BE(n, 0);
+          head.writeInt32BE(n, 4);
+          parts.push(head, bytes, Buffer.from([0xfd]));
+        }
+        inners.push(inner);
+        innerBytes.push(Buffer.concat(parts));
+      }
+      outer.writeInt32(round);
+      const r = Buffer.alloc(4);
+      r.writeInt32BE(round);
+      expected.push(r);
+      outer.writeEncoderArray(inners);
+      expected.push(...innerBytes);
+      outer.writeEncoder(inners[0]!);
+      expected.push(innerBytes[0]!);
+      expect(Buffer.compare(outer.buffer, Buffer.concat(expected))).toBe(0);
+    }
+  });
+});
