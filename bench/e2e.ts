@@ -42,6 +42,8 @@ registry), the broker's raw throughput for the same record size
 --instances K runs K stage processes (scale-out measurement).
 --keep leaves the topics (and names the slowest group to trace).
 --split runs each stage in its own process (per instance).
+--cpu-prof DIR writes a V8 CPU profile of each stage process into DIR
+  (open in Chrome DevTools, or summarize self time per module).
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
 
@@ -139,6 +141,7 @@ export async function main(argv: string[]): Promise<number> {
       instances: { type: 'string', default: '1' },
       keep: { type: 'boolean' },
       split: { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -203,9 +206,11 @@ export async function main(argv: string[]): Promise<number> {
   // --split: one process per stage (per instance) instead of all stages in one.
   const stageSets = values.split ? ['accumulate', 'postprocess', 'pack'] : ['accumulate,postprocess,pack'];
   const launches = Array.from({ length: instances }, () => stageSets).flat();
+  // --cpu-prof DIR: each stage process writes a V8 CPU profile there when it exits.
+  const profArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : [];
   const stages = launches.map((set, i) => ({
     name: `stages[${i}] ${set}`,
-    child: spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
+    child: spawn(process.execPath, [...profArgs, '--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
     }),
@@ -292,7 +297,21 @@ export async function main(argv: string[]): Promise<number> {
   rss.stop();
   await reader.disconnect();
   await dlReader.disconnect();
-  for (const s of stages) s.child.kill('SIGTERM');
+  // Stop the stages and wait for them (a --cpu-prof profile is written on exit).
+  await Promise.all(
+    stages.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (s.child.exitCode !== null) return resolve();
+          const force = setTimeout(() => s.child.kill('SIGKILL'), 30_000);
+          s.child.once('exit', () => {
+            clearTimeout(force);
+            resolve();
+          });
+          s.child.kill('SIGTERM');
+        }),
+    ),
+  );
 
   const bytes = sent.bytes;
   const latencies = [...arrived].map(([g, t]) => t - (lastSent.get(g) ?? t)).sort((a, b) => a - b);
