@@ -203,6 +203,22 @@ export class StageRunner {
   private async createTasks(): Promise<void> {
     const parts = [...new Set([...this.assigned].filter((p) => !this.tasks.has(p)))];
     const fresh: PartitionTask[] = [];
+    try {
+      await this.openAndRestore(parts, fresh);
+    } catch (e) {
+      // Half-built tasks hold connected producers: close them before the retry builds new ones.
+      await Promise.all(fresh.map((t) => t.close()));
+      throw e;
+    }
+    for (const t of fresh) {
+      // A rebalance during the restore may have taken the partition away.
+      if (this.assigned.has(t.partition) && !this.stopping) this.tasks.set(t.partition, t);
+      else await t.close();
+    }
+  }
+
+  /** Opens (fences) a task per partition into `fresh`, then restores their changelog partitions. */
+  private async openAndRestore(parts: number[], fresh: PartitionTask[]): Promise<void> {
     for (const p of parts) {
       const task = new PartitionTask(
         this.o.kafka,
@@ -211,12 +227,12 @@ export class StageRunner {
         this.o.stage.createProcessor(p),
         this.o.transactionTimeoutMs,
       );
+      fresh.push(task);
       await task.open();
       // An empty transaction makes the coordinator fence the previous owner
       // and complete its open transaction before we read offsets or state.
       const tx = await task.producer.transaction();
       await tx.abort();
-      fresh.push(task);
     }
     const { changelogTopic } = this.o.stage;
     if (changelogTopic && fresh.length > 0) {
@@ -235,11 +251,6 @@ export class StageRunner {
       );
       this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
       await this.readBackInputs(fresh);
-    }
-    for (const t of fresh) {
-      // A rebalance during the restore may have taken the partition away.
-      if (this.assigned.has(t.partition) && !this.stopping) this.tasks.set(t.partition, t);
-      else await t.close();
     }
   }
 
