@@ -1,22 +1,9 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { launcher } from './launcher.js';
 import { createKafka } from '../../streams/kafka-client.js';
 import { loadConfig } from '../../config/load.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
 
-function launcher(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(ROOT, 'rollout-stream'), args, { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe('the demo command', () => {
   test('a shortened demo runs the pipeline end to end, prints the summary and a group decoded by the Python client, and removes its topics', async () => {

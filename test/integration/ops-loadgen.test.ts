@@ -1,13 +1,11 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { launcher } from './launcher.js';
 import { parseLoadgenArgs } from '../../cli/loadgen.js';
 import { collectExpectations, FAULT_KINDS, generateEvents } from '../../loadgen/index.js';
 import { TopicCodec } from '../../streams/codec.js';
 import { subjectOf } from '../../streams/topics.js';
 import { opsEnv, type OpsEnv } from './ops-fixture.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
 let env: OpsEnv;
 
 beforeAll(async () => {
@@ -18,17 +16,6 @@ afterAll(async () => {
   await env?.stop();
 });
 
-function launcher(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(ROOT, 'rollout-stream'), args, { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe('the loadgen command', () => {
   test('loadgen with every fault kind through the real pipeline yields exactly the expected dead letters, and every other group is packed', async () => {
