@@ -122,15 +122,21 @@ async function benchProduce(client, tag, round) {
   return { topic, records: n * PLAIN_PER_SEND, mbps: mb / wall, cpuPerMB: cpu / mb, cpuUtil: cpu / wall, ...pd };
 }
 
-// ---------- c. read_committed consume ----------
-async function benchConsume(client, tag, round, topic, records) {
-  const group = `bench-${RUN}-${tag}-${round}-cons`;
+// A connected read_committed consumer of either client, 4 MiB per partition per fetch.
+async function readCommittedConsumer(client, group) {
   const c = client === 'ck'
     ? kc.consumer({ kafkaJS: { groupId: group, fromBeginning: true, autoCommit: false },
         'isolation.level': 'read_committed', 'max.partition.fetch.bytes': 4 * 1048576, 'fetch.max.bytes': 16 * 1048576,
         'js.consumer.max.batch.size': -1 })
     : kk.consumer({ groupId: group, readUncommitted: false, maxBytesPerPartition: 4 * 1048576, maxBytes: 16 * 1048576 });
   await c.connect();
+  return c;
+}
+
+// ---------- c. read_committed consume ----------
+async function benchConsume(client, tag, round, topic, records) {
+  const group = `bench-${RUN}-${tag}-${round}-cons`;
+  const c = await readCommittedConsumer(client, group);
   await c.subscribe({ topics: [topic], ...(client === 'ck' ? {} : { fromBeginning: true }) });
   let got = 0, bytes = 0, c0 = 0, t0 = 0, pr0 = null;
   let done; const fin = new Promise(r => { done = r; });
@@ -164,12 +170,7 @@ async function benchE2E(client, tag, round, inTopic) {
       : kk.producer({ transactionalId: tid, idempotent: true, maxInFlightRequests: 1, retry: { initialRetryTime: 5, maxRetryTime: 2000, retries: 25 } });
     await pr.connect(); prods.push(pr);
   }
-  const c = client === 'ck'
-    ? kc.consumer({ kafkaJS: { groupId: group, fromBeginning: true, autoCommit: false },
-        'isolation.level': 'read_committed', 'max.partition.fetch.bytes': 4 * 1048576, 'fetch.max.bytes': 16 * 1048576,
-        'js.consumer.max.batch.size': -1 })
-    : kk.consumer({ groupId: group, readUncommitted: false, maxBytesPerPartition: 4 * 1048576, maxBytes: 16 * 1048576 });
-  await c.connect();
+  const c = await readCommittedConsumer(client, group);
   await c.subscribe({ topics: [inTopic], ...(client === 'ck' ? {} : { fromBeginning: true }) });
   let stop = false, recs = 0, txs = 0, t0 = 0, c0 = 0, pr0 = null; const lat = [];
   let stopAt; const fin = new Promise(r => { stopAt = r; });
