@@ -17,6 +17,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { percentile } from '../cli/demo-summary.js';
 import { ensureLocalServices, ROOT } from '../cli/local-services.js';
 import { loadConfig } from '../config/load.js';
 import { generateEvents, resolveLoadgenOptions, rowTokenCounts, type LoadgenEvent, type ProfileName } from '../loadgen/index.js';
@@ -47,10 +48,6 @@ registry), the broker's raw throughput for the same record size
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(Math.floor((sorted.length * p) / 100), sorted.length - 1)]!;
-}
 
 /** Runs Kafka's ProducerPerformance against a scratch topic; returns MB/s. */
 function rawBrokerMBps(brokers: string, topic: string, recordSize: number, records: number): number {
@@ -278,7 +275,6 @@ export async function main(argv: string[]): Promise<number> {
     onRowSent: (g) => lastSent.set(g, Date.now()),
   });
   await producer.connect();
-  t0 = Date.now();
   const progress = duration === null ? null : setInterval(() => {
     const s = (Date.now() - t0) / 1000;
     const rssNow = [...rss.last].map(([n, kb]) => `${n.split(' ')[0]} ${mib(kb)}`).join(', ');

@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { ensureLocalServices } from '../cli/local-services.js';
 import { loadConfig } from '../config/load.js';
 import { createKafka } from '../streams/kafka-client.js';
+import { percentile } from '../cli/demo-summary.js';
 
 const USAGE = `usage: ./rollout-stream bench tx [--steps 300] [--record-bytes 45000] [--gap-ms 0] [--stages 3]
 
@@ -26,10 +27,7 @@ a plain idempotent acks=all send of the same record on the local broker
 (KAFKA_BROKERS to use another). Last line "ratio tx/plain: <n>".
 Example: ./rollout-stream bench tx --gap-ms 20`;
 
-const q = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))]!;
-};
+const q = percentile;
 
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({

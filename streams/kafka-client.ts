@@ -3,8 +3,8 @@
  * rest of `streams/` asks this module for clients so the client library stays
  * behind one seam.
  */
-// First: swaps in a native CRC-32C before kafkajs loads its record-batch encoder.
-import './kafkajs-speedups.js';
+// First (module evaluation follows this order): swaps in a native CRC-32C
+// before kafkajs loads its record-batch encoder.
 export { kafkaCrcImplementation } from './kafkajs-speedups.js';
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';

@@ -18,7 +18,7 @@
  * kafkajs was loaded before this ran, kafkajs keeps its own implementation;
  * `kafkaCrcImplementation` says which one is in use.
  */
-import { createRequire } from 'node:module';
+import { createRequire, Module } from 'node:module';
 
 const require = createRequire(import.meta.url);
 
@@ -36,7 +36,7 @@ function install(): 'native' | 'kafkajs' {
   // The encoder captured kafkajs's function already: too late to swap it.
   if (require.cache[encoderPath]) return 'kafkajs';
   const fn: Crc = (buffer) => native(buffer) >>> 0;
-  const mod = new (require('node:module') as { Module: new (id: string) => NodeJS.Module }).Module(crcPath);
+  const mod = new Module(crcPath);
   mod.filename = crcPath;
   mod.loaded = true;
   mod.exports = fn;
@@ -59,9 +59,8 @@ export const kafkaCrcImplementation = install();
 interface EncoderLike {
   buf: Buffer;
   offset: number;
-  buffer: Buffer;
   ensureAvailable(length: number): void;
-  writeBufferInternal(buffer: Buffer): void;
+  writeEncoderArray(value: EncoderLike[]): unknown;
 }
 
 function patchEncoder(): boolean {
@@ -74,11 +73,8 @@ function patchEncoder(): boolean {
       this.buf = grown;
     }
   };
-  const original = (Encoder.prototype as unknown as { writeEncoderArray(v: EncoderLike[]): unknown }).writeEncoderArray;
-  (Encoder.prototype as unknown as { writeEncoderArray(v: EncoderLike[]): unknown }).writeEncoderArray = function writeEncoderArray(
-    this: EncoderLike,
-    value: EncoderLike[],
-  ) {
+  const original = Encoder.prototype.writeEncoderArray;
+  Encoder.prototype.writeEncoderArray = function writeEncoderArray(this: EncoderLike, value: EncoderLike[]) {
     if (Array.isArray(value) && value.every((v) => v != null && Buffer.isBuffer(v.buf))) {
       let total = 0;
       for (const v of value) total += v.offset;

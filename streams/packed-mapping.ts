@@ -16,6 +16,7 @@
  */
 import type { DType, PackedField, PackedGroup, PackedRowTags, TypedArray } from '../processors/types.js';
 import { bytesOf, isDType, typedArrayFrom } from './tensor-bytes.js';
+import { TYPED_ARRAY_CLASSES } from '../processors/typed-arrays.js';
 import { UndecodableError } from './wire-format.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -56,7 +57,8 @@ function narrowedBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Ar
     const values = field.values as Int16Array | Int32Array;
     const wire = narrowSmallInt(values, field.dtype);
     if (wire === field.dtype) return { wire_dtype: wire, bytes: bytesOf(values) };
-    const out = wire === 'uint8' ? Uint8Array.from(values) : wire === 'int8' ? Int8Array.from(values) : Int16Array.from(values);
+    const out = new TYPED_ARRAY_CLASSES[wire](values.length);
+    (out as Int16Array).set(values);
     return { wire_dtype: wire, bytes: bytesOf(out) };
   }
   return { wire_dtype: field.dtype, bytes: bytesOf(field.values) };
@@ -91,9 +93,11 @@ export function widen(dtype: DType, wireDtype: DType, bytes: Uint8Array): TypedA
     }
     return out;
   }
-  const narrowInts = ['uint8', 'int8', 'int16'];
-  if ((dtype === 'int16' && (wireDtype === 'uint8' || wireDtype === 'int8')) || (dtype === 'int32' && narrowInts.includes(wireDtype))) {
-    return dtype === 'int16' ? Int16Array.from(wire as Uint8Array | Int8Array) : Int32Array.from(wire as Uint8Array | Int8Array | Int16Array);
+  const narrower = wireDtype === 'uint8' || wireDtype === 'int8' || (wireDtype === 'int16' && dtype === 'int32');
+  if ((dtype === 'int16' || dtype === 'int32') && narrower) {
+    const out = new TYPED_ARRAY_CLASSES[dtype](wire.length);
+    (out as Int32Array).set(wire as Int16Array);
+    return out;
   }
   throw new UndecodableError(`cannot widen wire dtype ${wireDtype} to ${dtype}`);
 }
