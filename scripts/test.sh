@@ -51,7 +51,16 @@ if [[ $UNIT_ONLY == 0 ]]; then
   trap cleanup EXIT
 
   step "TypeScript integration tests (real broker + registry)"
-  npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json" || failed=1
+  if ! npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json"; then
+    failed=1
+    # What the services said around the failure (CI keeps nothing else).
+    state="${RS_KAFKA_STATE_DIR:-$ROOT/.local/kafka}"
+    for f in broker registry; do
+      [[ -f "$state/$f.log" ]] || continue
+      printf '\n--- last lines of %s ---\n' "$state/$f.log"
+      grep -E 'WARN|ERROR|Exception' "$state/$f.log" | tail -25
+    done
+  fi
 fi
 
 if [[ -d python/tests ]]; then
@@ -64,12 +73,14 @@ fi
 node --input-type=module -e '
 import { readFileSync, readdirSync } from "node:fs";
 const dir = process.argv[1];
-let passed = 0, failedN = 0, skipped = 0;
+let passed = 0, failedN = 0, skipped = 0, failedFiles = 0;
 for (const f of readdirSync(dir)) {
   const text = readFileSync(`${dir}/${f}`, "utf8");
   if (f.endsWith(".json")) {
     const r = JSON.parse(text);
     passed += r.numPassedTests; failedN += r.numFailedTests; skipped += r.numPendingTests + (r.numTodoTests ?? 0);
+    // A file whose setup hook fails reports its tests as skipped, not failed: count the file.
+    for (const s of r.testResults ?? []) if (s.status === "failed" && !(s.assertionResults ?? []).some((a) => a.status === "failed")) failedFiles++;
   } else if (f.endsWith(".xml")) {
     const m = text.match(/<testsuite [^>]*>/);
     if (m) {
@@ -79,6 +90,6 @@ for (const f of readdirSync(dir)) {
     }
   }
 }
-console.log(`\ntests: ${passed} passed, ${failedN} failed${skipped ? `, ${skipped} skipped` : ""}`);
+console.log(`\ntests: ${passed} passed, ${failedN} failed${skipped ? `, ${skipped} skipped` : ""}${failedFiles ? `, ${failedFiles} test file(s) failed outside any test (setup or teardown)` : ""}`);
 ' "$RESULTS"
 exit $failed

@@ -47,6 +47,8 @@ export interface StageRunnerOptions {
 }
 
 const FENCED = /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|INVALID_PRODUCER_ID_MAPPING|TRANSACTIONAL_ID_AUTHORIZATION/;
+/** Start-up steps (connect, join) taking longer than this are reported, and again at each multiple. */
+const SLOW_START_WARN_MS = 15_000;
 
 export class StageRunner {
   private readonly consumer: Consumer;
@@ -79,8 +81,9 @@ export class StageRunner {
   }
 
   async start(): Promise<void> {
-    await this.admin.connect();
-    await this.consumer.connect();
+    const step = <T>(what: string, p: Promise<T>) => this.slowStep(what, p);
+    await step('connecting the admin client', this.admin.connect());
+    await step('connecting the consumer', this.consumer.connect());
     this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => {
       const parts = e.payload.memberAssignment[this.o.stage.inputTopic] ?? [];
       void this.onAssignment(new Set(parts));
@@ -89,16 +92,30 @@ export class StageRunner {
       this.o.log.error(`${this.stageName}: consumer crashed: ${e.payload.error.message}; restarting`);
       void this.dropAllTasks().then(() => this.prepareSoon(500));
     });
-    await this.consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true });
-    await this.consumer.run({
+    await step('subscribing', this.consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true }));
+    // run() returns once the consumer has joined its group.
+    await step(`joining consumer group ${this.o.groupId}`, this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 4,
       eachBatch: (payload) => this.onBatch(payload),
-    });
+    }));
     const interval = this.o.tickIntervalMs ?? 1000;
     this.ticker = setInterval(() => void this.tickAll(), interval);
     this.lagTimer = setInterval(() => void this.measureLag(), 5000);
+  }
+
+  /** Awaits `p`, warning every 15 s that start-up is still waiting on `what`, so a stall is never silent. */
+  private async slowStep<T>(what: string, p: Promise<T>): Promise<T> {
+    const t0 = Date.now();
+    const timer = setInterval(() => {
+      this.o.log.warn(`${this.stageName}: start-up still ${what} after ${Math.round((Date.now() - t0) / 1000)} s`);
+    }, SLOW_START_WARN_MS);
+    try {
+      return await p;
+    } finally {
+      clearInterval(timer);
+    }
   }
 
   /** Consumer lag of this stage's group: end offsets minus committed offsets, over all input partitions. */
