@@ -122,6 +122,8 @@ export const topicsConfigSchema = z.strictObject({
 
 export const runtimeConfigSchema = z.strictObject({
   stages: z.array(z.enum(['accumulate', 'postprocess', 'pack'])).default(['accumulate', 'postprocess', 'pack']),
+  /** Accumulate, postprocess and pack in one transaction per input batch (needs all three stages; docs/design-fused-stages.md). */
+  fused: z.boolean().default(false),
   metrics_port: z.number().int().min(0).max(65535).default(9464),
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
   transaction_timeout_ms: z.number().int().positive().default(60_000),

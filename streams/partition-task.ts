@@ -24,6 +24,8 @@ export class PartitionTask {
     readonly transactionalId: string,
     readonly processor: PartitionProcessor,
     transactionTimeoutMs: number,
+    /** Fused mode: the processors of the downstream stages, same partition number, in chain order. */
+    readonly downstream: PartitionProcessor[] = [],
   ) {
     this.producer = kafka.producer({
       transactionalId,

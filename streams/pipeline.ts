@@ -6,6 +6,7 @@
 import type { Server } from 'node:http';
 import type { Config } from '../config/schema.js';
 import type { RecordKind } from '../schemas/index.js';
+import { ConfigError, RolloutStreamError } from '../processors/errors.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
 import { TopicCodec } from './codec.js';
 import { createKafka, createRegistry } from './kafka-client.js';
@@ -26,6 +27,11 @@ export interface PipelineOptions {
   log: Logger;
   /** Overrides config.runtime.metrics_port (0 = no endpoint). */
   metricsPort?: number;
+  /**
+   * Overrides config.runtime.fused: accumulate, postprocess and pack as one
+   * transaction per input batch (needs all three stages).
+   */
+  fused?: boolean;
 }
 
 export interface RunningPipeline {
@@ -37,6 +43,62 @@ export interface RunningPipeline {
 
 export const consumerGroupId = (prefix: string, stage: StageName): string => `${prefix}rollout-stream.${stage}`;
 
+/** Client-id suffix of a fused runner: how the mode checks tell its group members apart. */
+export const FUSED_CLIENT = 'fused';
+
+export class PipelineModeError extends RolloutStreamError {
+  constructor(message: string) {
+    super('mode_conflict', message);
+  }
+}
+
+/**
+ * Fused and separate runners must not process the same prefix at once (the
+ * separate ones would process the fused runner's outputs a second time).
+ * Refuses to start, naming what runs, when the other mode has members.
+ */
+async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<void> {
+  const prefix = config.topics.prefix;
+  const admin = createKafka(config.kafka, 'mode-check').admin();
+  await admin.connect();
+  try {
+    const [acc, pp, pack] = [consumerGroupId(prefix, 'accumulate'), consumerGroupId(prefix, 'postprocess'), consumerGroupId(prefix, 'pack')];
+    const { groups } = await admin.describeGroups([acc, pp, pack]);
+    const members = new Map(groups.map((g) => [g.groupId, g.members]));
+    const fusedSuffix = `-${FUSED_CLIENT}`;
+    const accMembers = members.get(acc) ?? [];
+    if (fused) {
+      const busy = [
+        ...accMembers.filter((m) => !m.clientId.endsWith(fusedSuffix)).map(() => 'accumulate'),
+        ...(members.get(pp) ?? []).map(() => 'postprocess'),
+        ...(members.get(pack) ?? []).map(() => 'pack'),
+      ];
+      if (busy.length > 0) {
+        throw new PipelineModeError(
+          `fused mode refused: separate stage instances are running on prefix '${prefix}' (${[...new Set(busy)].join(', ')}); stop them first`,
+        );
+      }
+      const counts = await Promise.all(
+        [topicNames(prefix).rowCompleted, topicNames(prefix).groupComplete, topicNames(prefix).penalized].map(async (topic) => {
+          const md = await admin.fetchTopicMetadata({ topics: [topic] });
+          return [topic, md.topics[0]?.partitions.length ?? 0] as const;
+        }),
+      );
+      if (new Set(counts.map(([, n]) => n)).size > 1) {
+        throw new PipelineModeError(
+          `fused mode needs equal partition counts on its topics; found ${counts.map(([t, n]) => `${t}: ${n}`).join(', ')}`,
+        );
+      }
+    } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
+      throw new PipelineModeError(
+        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run with --fused)`,
+      );
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 /** Starts the requested stages; resolves once every consumer has joined its group. */
 export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline> {
   const { config } = o;
@@ -44,10 +106,16 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const registry = createRegistry(config.kafka);
   const codec = <K extends RecordKind>(kind: K, topic: string) => new TopicCodec(kind, subjectOf(topic), registry).init();
   const deadLetterCodec = await codec('deadLetter', topics.deadLetter);
-  const stages: Stage[] = [];
+  const fused = o.fused ?? config.runtime.fused;
+  if (fused && !(['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s))) {
+    throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
+  }
+  await checkMode(config, o.stages, fused);
+  const byName = new Map<StageName, Stage>();
   for (const name of o.stages) {
     if (name === 'accumulate') {
-      stages.push(
+      byName.set(
+        'accumulate',
         accumulateStage({
           topics,
           config: config.accumulate,
@@ -59,7 +127,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     } else if (name === 'postprocess') {
       const resolved = resolvePostprocessConfig(config.postprocess, { configDir: o.configDir });
       const metricsCodec = await codec('metrics', topics.metrics);
-      stages.push(
+      byName.set(
+        'postprocess',
         postprocessStage({
           topics,
           config: resolved,
@@ -67,10 +136,11 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
           penalizedCodec: await codec('penalized', topics.penalized),
           metricsCodec,
         }),
-        batchMetricsStage({ topics, config: resolved, metricsCodec }),
       );
+      byName.set('batch-metrics', batchMetricsStage({ topics, config: resolved, metricsCodec }));
     } else {
-      stages.push(
+      byName.set(
+        'pack',
         packStage({
           topics,
           config: config.pack,
@@ -80,13 +150,21 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       );
     }
   }
+  // One runner per stage; fused: one runner for the chain, batch metrics on its own.
+  const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused
+    ? [
+        { stage: byName.get('accumulate')!, client: FUSED_CLIENT, downstream: [byName.get('postprocess')!, byName.get('pack')!] },
+        { stage: byName.get('batch-metrics')!, client: 'batch-metrics' },
+      ]
+    : [...byName.values()].map((stage) => ({ stage, client: stage.name }));
   const metrics = new RuntimeMetrics();
-  const runners = stages.map(
-    (stage) =>
+  const groupOf = (s: Stage) => consumerGroupId(config.topics.prefix, s.name);
+  const runners = plan.map(
+    ({ stage, client, downstream }) =>
       new StageRunner({
-        kafka: createKafka(config.kafka, stage.name),
+        kafka: createKafka(config.kafka, client),
         stage,
-        groupId: consumerGroupId(config.topics.prefix, stage.name),
+        groupId: groupOf(stage),
         deadLetterTopic: topics.deadLetter,
         deadLetterCodec,
         maxMessageBytes: config.kafka.max_message_bytes,
@@ -96,6 +174,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         sessionTimeoutMs: config.runtime.session_timeout_ms,
         metrics,
         log: o.log,
+        ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
       }),
   );
   for (const r of runners) await r.start();

@@ -10,7 +10,7 @@
  * only this id writes it); (3) read the committed input offset (stable too)
  * and seek there if the consumer's position differs; (4) process.
  */
-import type { Admin, Consumer, EachBatchPayload, Kafka, Message } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, Kafka, Message, Transaction } from 'kafkajs';
 import type { DeadLetterRecord } from './dead-letter-record.js';
 import type { TopicCodec } from './codec.js';
 import { restoreChangelog } from './changelog-restore.js';
@@ -44,6 +44,23 @@ export interface StageRunnerOptions {
   tickIntervalMs?: number;
   metrics: RuntimeMetrics;
   log: Logger;
+  /**
+   * Fused mode (docs/design-fused-stages.md): stages that run inside this
+   * runner's transaction, each on what the previous one wrote. Every record a
+   * step writes to the next stage's input topic goes to the partition number
+   * being processed, and each downstream group's offset past those records is
+   * committed in the same transaction, so separate instances of those stages
+   * started later begin exactly where the fused steps stopped.
+   */
+  downstream?: Array<{ stage: Stage; groupId: string }>;
+}
+
+/** What one transaction will count in /metrics once it committed. */
+interface StepTally {
+  stage: string;
+  out: StageOutput;
+  messages: StageOutput['messages'];
+  deadLetters: DeadLetterRecord[];
 }
 
 const FENCED = /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|INVALID_PRODUCER_ID_MAPPING|TRANSACTIONAL_ID_AUTHORIZATION/;
@@ -77,7 +94,7 @@ export class StageRunner {
   }
 
   get stageName(): string {
-    return this.o.stage.name;
+    return [this.o.stage, ...(this.o.downstream ?? []).map((d) => d.stage)].map((s) => s.name).join('+');
   }
 
   async start(): Promise<void> {
@@ -243,6 +260,7 @@ export class StageRunner {
         `${this.o.groupId}.${this.o.stage.inputTopic}.${p}`,
         this.o.stage.createProcessor(p),
         this.o.transactionTimeoutMs,
+        (this.o.downstream ?? []).map((d) => d.stage.createProcessor(p)),
       );
       fresh.push(task);
       await task.open();
@@ -268,6 +286,46 @@ export class StageRunner {
       );
       this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
       await this.readBackInputs(fresh);
+    }
+    for (const t of fresh) await this.checkDrained(t.partition);
+  }
+
+  /**
+   * Fused mode takes over a partition only when the separate downstream stages
+   * have processed everything on it: records they left behind would be
+   * skipped by the offsets the fused steps commit. Throws (and the task is
+   * retried with backoff) naming the stage to run until it has drained.
+   */
+  private async checkDrained(partition: number): Promise<void> {
+    for (const d of this.o.downstream ?? []) {
+      const topic = d.stage.inputTopic;
+      const [ends, committed] = await Promise.all([
+        this.admin.fetchTopicOffsets(topic),
+        this.admin.fetchOffsets({ groupId: d.groupId, topics: [topic] }),
+      ]);
+      const end = ends.find((e) => e.partition === partition);
+      if (!end) throw new Error(`${topic} has no partition ${partition}: fused mode needs equal partition counts`);
+      const c = committed[0]?.partitions.find((x) => x.partition === partition)?.offset ?? '-1';
+      const start = c === '-1' ? BigInt(end.low) : BigInt(c);
+      if (start >= BigInt(end.high)) continue;
+      // Between them may be only control records (commit markers): look for data.
+      let pending = 0;
+      const scan = await scanRanges(
+        this.o.kafka,
+        [{ topic, partition, start: start.toString(), end: end.high }],
+        () => {
+          pending++;
+          return false;
+        },
+        { idleTimeoutMs: 10_000 },
+      );
+      if (pending > 0 || (!scan.complete && scan.unfinished.length > 0)) {
+        throw new Error(
+          `${topic} partition ${partition} holds records the ${d.stage.name} group (${d.groupId}) has not processed ` +
+            `(from offset ${start}); fused mode takes a partition over only once the separate ${d.stage.name} stage has drained it: ` +
+            `run './rollout-stream run --stages ${d.stage.name}' until its lag is 0, then start the fused runner again`,
+        );
+      }
     }
   }
 
@@ -412,33 +470,30 @@ export class StageRunner {
     }
   }
 
-  /** Writes one step's outputs (and the next input offset, when given) in one transaction. */
+  /**
+   * Writes one step's outputs (and the next input offset, when given) in one
+   * transaction. In fused mode the downstream stages run inside it on the
+   * records just written to their input topics (with their real offsets), and
+   * their groups' offsets past those records join the transaction.
+   */
   private async commit(task: PartitionTask, out: StageOutput, sources: InputRecord[], nextOffset: string | null): Promise<void> {
-    const { messages, deadLetters } = this.enforceSizes(out, sources);
-    const dlMessages = deadLetters.map((d) => ({
-      topic: this.o.deadLetterTopic,
-      key: d.group_id ?? '',
-      value: this.o.deadLetterCodec.encode(d),
-    }));
-    const changelogTopic = this.o.stage.changelogTopic;
     const t0 = performance.now();
+    const chain = this.o.downstream ?? [];
+    const offsets: Array<{ groupId: string; topic: string; offset: string }> = [];
+    if (nextOffset !== null) offsets.push({ groupId: this.o.groupId, topic: this.o.stage.inputTopic, offset: nextOffset });
+    const tallies: StepTally[] = [];
     const tx = await task.producer.transaction();
     try {
-      const all = [
-        ...messages.map((m) => ({ topic: m.topic, message: { key: m.key, value: m.value } })),
-        ...dlMessages.map((m) => ({ topic: m.topic, message: { key: m.key, value: m.value } })),
-        ...(changelogTopic
-          ? out.changelog.map((c) => ({ topic: changelogTopic, message: { key: c.key, value: c.value, partition: task.partition } }))
-          : []),
-      ];
-      for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
-        await tx.sendBatch({ topicMessages: groupByTopic(chunk), compression: compressionType(this.o.compression ?? 'none') });
+      let step = { stage: this.o.stage, out, sources };
+      for (let i = 0; ; i++) {
+        const next = chain[i];
+        const written = await this.sendStep(tx, task.partition, step, next?.stage.inputTopic, tallies);
+        if (!next || written.length === 0) break;
+        offsets.push({ groupId: next.groupId, topic: next.stage.inputTopic, offset: (BigInt(written[written.length - 1]!.offset) + 1n).toString() });
+        step = { stage: next.stage, out: await task.downstream[i]!.process(written, Date.now()), sources: written };
       }
-      if (nextOffset !== null) {
-        await tx.sendOffsets({
-          consumerGroupId: this.o.groupId,
-          topics: [{ topic: this.o.stage.inputTopic, partitions: [{ partition: task.partition, offset: nextOffset }] }],
-        });
+      for (const o of offsets) {
+        await tx.sendOffsets({ consumerGroupId: o.groupId, topics: [{ topic: o.topic, partitions: [{ partition: task.partition, offset: o.offset }] }] });
       }
       await tx.commit();
     } catch (e) {
@@ -446,9 +501,49 @@ export class StageRunner {
       throw e;
     }
     this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
-    for (const m of messages) this.o.metrics.recordsOut.inc({ stage: this.stageName, topic: m.topic });
-    for (const d of deadLetters) this.o.metrics.deadLetters.inc({ stage: this.stageName, reason: d.reason });
-    for (const [k, v] of Object.entries(out.counters ?? {})) this.o.metrics.events.inc({ stage: this.stageName, event: k }, v);
+    for (const t of tallies) {
+      for (const m of t.messages) this.o.metrics.recordsOut.inc({ stage: t.stage, topic: m.topic });
+      for (const d of t.deadLetters) this.o.metrics.deadLetters.inc({ stage: t.stage, reason: d.reason });
+      for (const [k, v] of Object.entries(t.out.counters ?? {})) this.o.metrics.events.inc({ stage: t.stage, event: k }, v);
+    }
+  }
+
+  /**
+   * Sends one stage's outputs inside `tx`. Records for `pinTopic` (fused mode:
+   * the next stage's input) go to partition `partition` and come back as that
+   * stage's input records, with the offsets the broker gave them.
+   */
+  private async sendStep(
+    tx: Transaction,
+    partition: number,
+    step: { stage: Stage; out: StageOutput; sources: InputRecord[] },
+    pinTopic: string | undefined,
+    tallies: StepTally[],
+  ): Promise<InputRecord[]> {
+    const { stage, out, sources } = step;
+    const { messages, deadLetters } = this.enforceSizes(out, sources, stage.name);
+    tallies.push({ stage: stage.name, out, messages, deadLetters });
+    const changelogTopic = stage.changelogTopic;
+    const all: Array<{ topic: string; message: { key: string; value: Buffer | null; partition?: number } }> = [
+      ...messages.map((m) => ({ topic: m.topic, message: m.topic === pinTopic ? { key: m.key, value: m.value, partition } : { key: m.key, value: m.value } })),
+      ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, message: { key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d) } })),
+      ...(changelogTopic ? out.changelog.map((c) => ({ topic: changelogTopic, message: { key: c.key, value: c.value, partition } })) : []),
+    ];
+    const written: InputRecord[] = [];
+    for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
+      const meta = await tx.sendBatch({ topicMessages: groupByTopic(chunk), compression: compressionType(this.o.compression ?? 'none') });
+      if (pinTopic === undefined) continue;
+      const pinned = chunk.filter((c) => c.topic === pinTopic);
+      if (pinned.length === 0) continue;
+      const at = meta.find((m) => m.topicName === pinTopic && m.partition === partition);
+      if (!at || at.baseOffset === undefined) throw new Error(`the broker returned no offset for ${pinTopic} partition ${partition}`);
+      const base = BigInt(at.baseOffset);
+      const now = Date.now();
+      pinned.forEach((c, i) =>
+        written.push({ topic: pinTopic, partition, offset: (base + BigInt(i)).toString(), key: Buffer.from(c.message.key), value: c.message.value, timestamp: now }),
+      );
+    }
+    return written;
   }
 
   /**
@@ -456,7 +551,11 @@ export class StageRunner {
    * the partition; it becomes a `record_too_large` dead letter instead (and a
    * dead letter that is itself too large keeps coordinates, not payloads).
    */
-  private enforceSizes(out: StageOutput, sources: InputRecord[]): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
+  private enforceSizes(
+    out: StageOutput,
+    sources: InputRecord[],
+    stageName: string,
+  ): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
     const limit = this.o.maxMessageBytes - 4096;
     const messages: StageOutput['messages'] = [];
     const deadLetters = [...out.deadLetters];
@@ -467,8 +566,8 @@ export class StageRunner {
       }
       deadLetters.push({
         reason: 'record_too_large',
-        message: `${this.stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
-        stage: this.stageName,
+        message: `${stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
+        stage: stageName,
         group_id: m.key,
         batch_id: null,
         row_indices: [],

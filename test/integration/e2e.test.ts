@@ -12,26 +12,8 @@ import { readTopic } from './topic-reader.js';
 
 const quiet = { info: () => undefined, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
 
-let env: TestEnv;
-let pipeline: RunningPipeline;
-
-beforeAll(async () => {
-  // zstd on every stage's output here (the other pipeline tests run the default, none).
-  env = await testEnv('e2e', [
-    [['kafka', 'compression'], 'zstd'],
-    [['accumulate', 'batch_end_grace_ms'], 300],
-    [['runtime', 'metrics_port'], 0],
-  ]);
-  pipeline = await startPipeline({ config: env.config, configDir: process.cwd(), stages: ['accumulate', 'postprocess', 'pack'], log: quiet });
-});
-
-afterAll(async () => {
-  await pipeline?.stop();
-  await env?.close();
-});
-
 /** The packed/metrics/dead-letter lines the offline runner produces for the same rows. */
-async function offlineAll(events: LoadgenEvent[]): Promise<string[]> {
+async function offlineAll(env: TestEnv, events: LoadgenEvent[]): Promise<string[]> {
   const lines: string[] = [];
   const input = events
     .filter((e) => e.kind !== 'garbage')
@@ -40,7 +22,30 @@ async function offlineAll(events: LoadgenEvent[]): Promise<string[]> {
   return lines;
 }
 
-describe('the pipeline on the real broker', () => {
+// Separate stages (three transactions per group) and fused (one): the same records, byte for byte.
+describe.each([
+  { mode: 'separate stages', fused: false },
+  { mode: 'fused stages', fused: true },
+])('the pipeline on the real broker, $mode', ({ fused }) => {
+  let env: TestEnv;
+  let pipeline: RunningPipeline;
+
+  beforeAll(async () => {
+    // zstd on every stage's output here (the other pipeline tests run the default, none).
+    env = await testEnv(fused ? 'e2e-fused' : 'e2e', [
+      [['kafka', 'compression'], 'zstd'],
+      [['accumulate', 'batch_end_grace_ms'], 300],
+      [['runtime', 'metrics_port'], 0],
+      [['runtime', 'fused'], fused],
+    ]);
+    pipeline = await startPipeline({ config: env.config, configDir: process.cwd(), stages: ['accumulate', 'postprocess', 'pack'], log: quiet });
+  });
+
+  afterAll(async () => {
+    await pipeline?.stop();
+    await env?.close();
+  });
+
   test('shuffled rows of several batches become exactly the packed groups the offline runner produces, byte for byte, the same group and batch metrics, and the expected dead letters', async () => {
     const events = [
       ...generateEvents({
@@ -61,7 +66,7 @@ describe('the pipeline on the real broker', () => {
     await producer.send(events);
     await producer.disconnect();
 
-    const offline = (await offlineAll(events)).map(parseJsonLine);
+    const offline = (await offlineAll(env, events)).map(parseJsonLine);
     const offlinePacked = new Map<string, Buffer>();
     const packedBody = new AvroBodyCodec('packed');
     for (const l of offline) if (l.kind === 'packed') offlinePacked.set(l.packed.group_id, packedBody.encodeBody(l.packed));
