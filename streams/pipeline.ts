@@ -9,6 +9,7 @@ import type { RecordKind } from '../schemas/index.js';
 import { ConfigError, RolloutStreamError } from '../processors/errors.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
 import { TopicCodec } from './codec.js';
+import { firstUndrained } from './fused-drain.js';
 import { createKafka, createRegistry } from './kafka-client.js';
 import { RuntimeMetrics, serveMetrics } from './runtime-metrics.js';
 import type { Stage, StageName } from './stage.js';
@@ -57,7 +58,7 @@ export class PipelineModeError extends RolloutStreamError {
  * separate ones would process the fused runner's outputs a second time).
  * Refuses to start, naming what runs, when the other mode has members.
  */
-async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<void> {
+async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<{ undrained: string | null }> {
   const prefix = config.topics.prefix;
   const admin = createKafka(config.kafka, 'mode-check').admin();
   await admin.connect();
@@ -89,6 +90,17 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
           `fused mode needs equal partition counts on its topics; found ${counts.map(([t, n]) => `${t}: ${n}`).join(', ')}`,
         );
       }
+      // The first fused process after separate stages: have they left records behind?
+      if (accMembers.length === 0) {
+        const names = topicNames(prefix);
+        const kafka = createKafka(config.kafka, 'mode-check');
+        return {
+          undrained: await firstUndrained(kafka, admin, [
+            { topic: names.groupComplete, groupId: pp },
+            { topic: names.penalized, groupId: pack },
+          ]),
+        };
+      }
     } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
       throw new PipelineModeError(
         `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run with --fused)`,
@@ -97,6 +109,46 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
   } finally {
     await admin.disconnect();
   }
+  return { undrained: null };
+}
+
+/**
+ * Before the first fused process takes over from separate stages: run
+ * postprocess and pack as separate runners in this process until they have
+ * processed everything on their input topics (nothing feeds them meanwhile:
+ * no accumulate instance runs), then stop them.
+ */
+async function drainSeparately(
+  stages: Stage[],
+  makeRunner: (stage: Stage, client: string) => StageRunner,
+  config: Config,
+  first: string,
+  log: Logger,
+): Promise<void> {
+  const t0 = Date.now();
+  log.info(`fused: ${first} holds records the separate stages have not processed; draining them with ${stages.map((s) => s.name).join(' and ')} first`);
+  const runners = stages.map((s) => makeRunner(s, s.name));
+  for (const r of runners) await r.start();
+  const kafka = createKafka(config.kafka, 'drain-check');
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const targets = stages.map((s) => ({ topic: s.inputTopic, groupId: consumerGroupId(config.topics.prefix, s.name) }));
+    let lastReport = Date.now();
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const left = await firstUndrained(kafka, admin, targets);
+      if (left === null) break;
+      if (Date.now() - lastReport > 10_000) {
+        log.info(`fused: still draining (${left}) after ${Math.round((Date.now() - t0) / 1000)} s`);
+        lastReport = Date.now();
+      }
+    }
+  } finally {
+    await admin.disconnect();
+    await Promise.all(runners.map((r) => r.stop()));
+  }
+  log.info(`fused: separate stages drained in ${((Date.now() - t0) / 1000).toFixed(1)} s; starting fused`);
 }
 
 /** Starts the requested stages; resolves once every consumer has joined its group. */
@@ -110,7 +162,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   if (fused && !(['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s))) {
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
-  await checkMode(config, o.stages, fused);
+  const mode = await checkMode(config, o.stages, fused);
   const byName = new Map<StageName, Stage>();
   for (const name of o.stages) {
     if (name === 'accumulate') {
@@ -159,24 +211,26 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     : [...byName.values()].map((stage) => ({ stage, client: stage.name }));
   const metrics = new RuntimeMetrics();
   const groupOf = (s: Stage) => consumerGroupId(config.topics.prefix, s.name);
-  const runners = plan.map(
-    ({ stage, client, downstream }) =>
-      new StageRunner({
-        kafka: createKafka(config.kafka, client),
-        stage,
-        groupId: groupOf(stage),
-        deadLetterTopic: topics.deadLetter,
-        deadLetterCodec,
-        maxMessageBytes: config.kafka.max_message_bytes,
-        compression: config.kafka.compression,
-        maxInflightBytes: config.runtime.max_inflight_bytes,
-        transactionTimeoutMs: config.runtime.transaction_timeout_ms,
-        sessionTimeoutMs: config.runtime.session_timeout_ms,
-        metrics,
-        log: o.log,
-        ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
-      }),
-  );
+  const makeRunner = (stage: Stage, client: string, downstream?: Stage[]) =>
+    new StageRunner({
+      kafka: createKafka(config.kafka, client),
+      stage,
+      groupId: groupOf(stage),
+      deadLetterTopic: topics.deadLetter,
+      deadLetterCodec,
+      maxMessageBytes: config.kafka.max_message_bytes,
+      compression: config.kafka.compression,
+      maxInflightBytes: config.runtime.max_inflight_bytes,
+      transactionTimeoutMs: config.runtime.transaction_timeout_ms,
+      sessionTimeoutMs: config.runtime.session_timeout_ms,
+      metrics,
+      log: o.log,
+      ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
+    });
+  if (fused && mode.undrained !== null) {
+    await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, config, mode.undrained, o.log);
+  }
+  const runners = plan.map(({ stage, client, downstream }) => makeRunner(stage, client, downstream));
   for (const r of runners) await r.start();
   const gaugeTimer = setInterval(() => {
     let open = 0;

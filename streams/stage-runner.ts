@@ -14,6 +14,7 @@ import type { Admin, Consumer, EachBatchPayload, Kafka, Message, Transaction } f
 import type { DeadLetterRecord } from './dead-letter-record.js';
 import type { TopicCodec } from './codec.js';
 import { restoreChangelog } from './changelog-restore.js';
+import { firstUndrained } from './fused-drain.js';
 import { scanRanges, type PartitionRange } from './topic-scan.js';
 import { compressionType, type CompressionName } from './compression.js';
 import { PartitionTask } from './partition-task.js';
@@ -287,45 +288,31 @@ export class StageRunner {
       this.o.metrics.restoreSeconds.observe({ stage: this.stageName }, stats.ms / 1000);
       await this.readBackInputs(fresh);
     }
-    for (const t of fresh) await this.checkDrained(t.partition);
+    await this.checkDrained(fresh.map((t) => t.partition));
   }
 
   /**
-   * Fused mode takes over a partition only when the separate downstream stages
-   * have processed everything on it: records they left behind would be
-   * skipped by the offsets the fused steps commit. Throws (and the task is
-   * retried with backoff) naming the stage to run until it has drained.
+   * Fused mode takes over partitions only when the separate downstream stages
+   * have processed everything on them: records they left behind would be
+   * skipped by the offsets the fused steps commit. Only this task's
+   * transactional id writes those partitions in fused mode, and it was just
+   * fenced, so nothing moves meanwhile. Throws (the tasks are retried with
+   * backoff) naming the partition.
    */
-  private async checkDrained(partition: number): Promise<void> {
-    for (const d of this.o.downstream ?? []) {
-      const topic = d.stage.inputTopic;
-      const [ends, committed] = await Promise.all([
-        this.admin.fetchTopicOffsets(topic),
-        this.admin.fetchOffsets({ groupId: d.groupId, topics: [topic] }),
-      ]);
-      const end = ends.find((e) => e.partition === partition);
-      if (!end) throw new Error(`${topic} has no partition ${partition}: fused mode needs equal partition counts`);
-      const c = committed[0]?.partitions.find((x) => x.partition === partition)?.offset ?? '-1';
-      const start = c === '-1' ? BigInt(end.low) : BigInt(c);
-      if (start >= BigInt(end.high)) continue;
-      // Between them may be only control records (commit markers): look for data.
-      let pending = 0;
-      const scan = await scanRanges(
-        this.o.kafka,
-        [{ topic, partition, start: start.toString(), end: end.high }],
-        () => {
-          pending++;
-          return false;
-        },
-        { idleTimeoutMs: 10_000 },
+  private async checkDrained(partitions: number[]): Promise<void> {
+    const downstream = this.o.downstream ?? [];
+    if (downstream.length === 0 || partitions.length === 0) return;
+    const left = await firstUndrained(
+      this.o.kafka,
+      this.admin,
+      downstream.map((d) => ({ topic: d.stage.inputTopic, groupId: d.groupId })),
+      partitions,
+    );
+    if (left !== null) {
+      throw new Error(
+        `${left} holds records its separate stage has not processed; the fused runner takes a partition over only once ` +
+          `it is drained (start it alone: it drains first; or run the separate stages until their lag is 0)`,
       );
-      if (pending > 0 || (!scan.complete && scan.unfinished.length > 0)) {
-        throw new Error(
-          `${topic} partition ${partition} holds records the ${d.stage.name} group (${d.groupId}) has not processed ` +
-            `(from offset ${start}); fused mode takes a partition over only once the separate ${d.stage.name} stage has drained it: ` +
-            `run './rollout-stream run --stages ${d.stage.name}' until its lag is 0, then start the fused runner again`,
-        );
-      }
     }
   }
 

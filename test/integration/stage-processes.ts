@@ -30,8 +30,9 @@ export function writeTestConfig(prefix: string, extra: Record<string, unknown> =
   return path;
 }
 
-export function startStage(name: string, stages: string, configPath: string): StageProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', stages, '--config', configPath], {
+export function startStage(name: string, stages: string, configPath: string, extraArgs: string[] = []): StageProcess {
+  const args = ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', stages, '--config', configPath, ...extraArgs];
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, ROLLOUT_STREAM_CONFIG: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
