@@ -29,7 +29,7 @@ import { UsageError } from '../cli/command.js';
 
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
-                               [--seed S] [--instances K] [--split] [--keep]
+                               [--seed S] [--instances K] [--split | --separate] [--keep]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -43,6 +43,8 @@ registry), the broker's raw throughput for the same record size
 --instances K runs K stage processes (scale-out measurement).
 --keep leaves the topics (and names the slowest group to trace).
 --split runs each stage in its own process (per instance).
+--separate runs the stages of one process with one transaction each
+  (run --separate) instead of fused (one per batch, the default).
 --cpu-prof DIR writes a V8 CPU profile of each stage process into DIR
   (open in Chrome DevTools, or summarize self time per module).
 
@@ -138,6 +140,7 @@ export async function main(argv: string[]): Promise<number> {
       instances: { type: 'string', default: '1' },
       keep: { type: 'boolean' },
       split: { type: 'boolean' },
+      separate: { type: 'boolean' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -200,6 +203,8 @@ export async function main(argv: string[]): Promise<number> {
   const configPath = join(tmpdir(), `rs-bench-${randomUUID()}.json`);
   writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 } }));
   const instances = Number(values.instances);
+  // All three stages in one process run fused unless --separate.
+  const fused = !values.split && !values.separate;
   // --split: one process per stage (per instance) instead of all stages in one.
   const stageSets = values.split ? ['accumulate', 'postprocess', 'pack'] : ['accumulate,postprocess,pack'];
   const launches = Array.from({ length: instances }, () => stageSets).flat();
@@ -207,7 +212,7 @@ export async function main(argv: string[]): Promise<number> {
   const profArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : [];
   const stages = launches.map((set, i) => ({
     name: `stages[${i}] ${set}`,
-    child: spawn(process.execPath, [...profArgs, '--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet'], {
+    child: spawn(process.execPath, [...profArgs, '--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet', ...(values.separate ? ['--separate'] : [])], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
     }),
@@ -258,7 +263,9 @@ export async function main(argv: string[]): Promise<number> {
   });
   // Wait until every stage's consumer group is stable (partitions assigned,
   // state restored), so start-up is not measured as latency.
-  const stageGroups = ['accumulate', 'postprocess', 'batch-metrics', 'pack'].map((s) => `${prefix}rollout-stream.${s}`);
+  // Fused: one consumer group for the chain (accumulate's) and batch metrics.
+  const consuming = fused ? ['accumulate', 'batch-metrics'] : ['accumulate', 'postprocess', 'batch-metrics', 'pack'];
+  const stageGroups = consuming.map((s) => `${prefix}rollout-stream.${s}`);
   for (let i = 0; i < 120; i++) {
     const { groups: described } = await admin.describeGroups(stageGroups);
     if (described.every((g) => g.state === 'Stable' && g.members.length === instances)) break;
@@ -335,6 +342,7 @@ export async function main(argv: string[]): Promise<number> {
   const pct = (p: number) => `${percentile(latencies, p)} ms`;
   const lines = [
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
+    `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s)`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
       : []),

@@ -18,7 +18,8 @@ function logger(quiet: boolean) {
 export const runCommand: Command = {
   name: 'run',
   summary: 'run stage services (accumulate, postprocess, pack) against Kafka, exactly once',
-  usage: `usage: ./rollout-stream run [--stages accumulate,postprocess,pack] [--fused] [--config F] [--metrics-port N] [--quiet]
+  usage: `usage: ./rollout-stream run [--stages accumulate,postprocess,pack] [--fused | --separate] [--config F]
+                            [--metrics-port N] [--quiet]
 
 Consumes each stage's input topic with read_committed and writes its outputs,
 state changes and input offsets in one Kafka transaction per batch. Several
@@ -26,17 +27,18 @@ processes running the same stage share its partitions (consumer group
 <prefix>rollout-stream.<stage>); start more to scale out, stop one to scale in.
 SIGTERM/SIGINT finish or abort the open transaction and leave the group.
 
---fused runs accumulate, postprocess and pack as one transaction per input
-batch: the same records on the same topics, a third of the transactions and
-no fetch between stages (lower latency, more throughput). Scale it by
-starting more fused processes. It refuses to start while separate stage
-instances run on the prefix (and they refuse while it runs); switching from
-separate to fused waits until the separate stages have drained each
-partition. See docs/design-fused-stages.md.
+A process running all three stages runs them fused (runtime.fused: auto):
+one transaction per input batch for accumulate, postprocess and pack, with
+the same records on the same topics, a third of the transactions and no
+fetch between stages (lower latency, more throughput). Scale it by starting
+more such processes. Fused and separate runners refuse to start while the
+other kind runs on the prefix; the first fused process after separate
+stages first drains what they left. See docs/design-fused-stages.md.
 
 Options:
   --stages S        comma-separated subset of accumulate,postprocess,pack (default: all)
-  --fused           one transaction for all three stages (runtime.fused in the config)
+  --fused           require fused mode (all three stages; runtime.fused: true)
+  --separate        one transaction per stage even with all three (runtime.fused: false)
   --config F        config file (else ROLLOUT_STREAM_CONFIG)
   --prefix P        topic prefix (else TOPIC_PREFIX)
   --metrics-port N  Prometheus /metrics and /healthz on 127.0.0.1:N (0 = off; default from config, 9464)
@@ -51,11 +53,14 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
       'metrics-port': { type: 'string' },
       quiet: { type: 'boolean' },
       fused: { type: 'boolean' },
+      separate: { type: 'boolean' },
     });
     const overrides: Array<[string[], unknown]> = [];
     if (values.prefix !== undefined) overrides.push([['topics', 'prefix'], values.prefix]);
     if (values.stages !== undefined) overrides.push([['runtime', 'stages'], values.stages.split(',').map((s) => s.trim())]);
+    if (values.fused && values.separate) throw new UsageError('--fused and --separate exclude each other');
     if (values.fused) overrides.push([['runtime', 'fused'], true]);
+    if (values.separate) overrides.push([['runtime', 'fused'], false]);
     if (values['metrics-port'] !== undefined) {
       const port = Number(values['metrics-port']);
       if (!Number.isInteger(port)) throw new UsageError(`--metrics-port must be an integer, got ${values['metrics-port']}`);
@@ -66,7 +71,7 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
     const log = logger(values.quiet ?? false);
     const pipeline = await startPipeline({ config, configDir, stages, log });
     log.info(
-      `running ${stages.join(', ')}${config.runtime.fused ? ' fused (one transaction per batch)' : ''} on ${config.kafka.brokers.join(',')} (prefix '${config.topics.prefix}')` +
+      `running ${stages.join(', ')}${pipeline.fused ? ' fused (one transaction per batch)' : ''} on ${config.kafka.brokers.join(',')} (prefix '${config.topics.prefix}')` +
         (pipeline.server ? `; metrics on http://127.0.0.1:${config.runtime.metrics_port}/metrics` : '') +
         `; record-batch CRC-32C: ${kafkaCrcImplementation}`,
     );

@@ -122,8 +122,12 @@ export const topicsConfigSchema = z.strictObject({
 
 export const runtimeConfigSchema = z.strictObject({
   stages: z.array(z.enum(['accumulate', 'postprocess', 'pack'])).default(['accumulate', 'postprocess', 'pack']),
-  /** Accumulate, postprocess and pack in one transaction per input batch (needs all three stages; docs/design-fused-stages.md). */
-  fused: z.boolean().default(false),
+  /**
+   * Accumulate, postprocess and pack in one transaction per input batch
+   * (docs/design-fused-stages.md). 'auto': fused when this process runs all
+   * three stages; true needs all three; false: one transaction per stage.
+   */
+  fused: z.union([z.boolean(), z.literal('auto')]).default('auto'),
   metrics_port: z.number().int().min(0).max(65535).default(9464),
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
   transaction_timeout_ms: z.number().int().positive().default(60_000),

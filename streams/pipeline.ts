@@ -28,14 +28,13 @@ export interface PipelineOptions {
   log: Logger;
   /** Overrides config.runtime.metrics_port (0 = no endpoint). */
   metricsPort?: number;
-  /**
-   * Overrides config.runtime.fused: accumulate, postprocess and pack as one
-   * transaction per input batch (needs all three stages).
-   */
-  fused?: boolean;
+  /** Overrides config.runtime.fused ('auto': fused when all three stages run here). */
+  fused?: boolean | 'auto';
 }
 
 export interface RunningPipeline {
+  /** Whether the stages run fused (one transaction per batch). */
+  fused: boolean;
   runners: StageRunner[];
   metrics: RuntimeMetrics;
   server: Server | null;
@@ -103,7 +102,7 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
       }
     } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
       throw new PipelineModeError(
-        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run with --fused)`,
+        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run all three stages fused)`,
       );
     }
   } finally {
@@ -158,8 +157,10 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const registry = createRegistry(config.kafka);
   const codec = <K extends RecordKind>(kind: K, topic: string) => new TopicCodec(kind, subjectOf(topic), registry).init();
   const deadLetterCodec = await codec('deadLetter', topics.deadLetter);
-  const fused = o.fused ?? config.runtime.fused;
-  if (fused && !(['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s))) {
+  const all = (['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s));
+  const setting = o.fused ?? config.runtime.fused;
+  const fused = setting === 'auto' ? all : setting;
+  if (fused && !all) {
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
   const mode = await checkMode(config, o.stages, fused);
@@ -239,9 +240,10 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   }, 1000);
   const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () => ({
     ok: true,
-    detail: { stages: runners.map((r) => r.stageName) },
+    detail: { stages: runners.flatMap((r) => r.stageNames), fused },
   }));
   return {
+    fused,
     runners,
     metrics,
     server,

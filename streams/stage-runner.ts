@@ -94,8 +94,14 @@ export class StageRunner {
     this.admin = o.kafka.admin();
   }
 
+  /** The stages this runner runs, in chain order (one unless fused). */
+  get stageNames(): string[] {
+    return [this.o.stage, ...(this.o.downstream ?? []).map((d) => d.stage)].map((s) => s.name);
+  }
+
+  /** For logs and the transaction metrics: `accumulate`, or `accumulate+postprocess+pack` when fused. */
   get stageName(): string {
-    return [this.o.stage, ...(this.o.downstream ?? []).map((d) => d.stage)].map((s) => s.name).join('+');
+    return this.stageNames.join('+');
   }
 
   async start(): Promise<void> {
@@ -406,7 +412,7 @@ export class StageRunner {
         const last = records[records.length - 1]!.offset;
         await this.commit(task, out, records, (BigInt(last) + 1n).toString());
         resolveOffset(last);
-        this.o.metrics.recordsIn.inc({ stage: this.stageName }, records.length);
+        this.o.metrics.recordsIn.inc({ stage: this.o.stage.name }, records.length);
         this.o.metrics.batchSeconds.observe({ stage: this.stageName }, (performance.now() - start) / 1000);
       } catch (e) {
         await this.recover(task, e as Error, batch.topic);
@@ -469,6 +475,7 @@ export class StageRunner {
     const offsets: Array<{ groupId: string; topic: string; offset: string }> = [];
     if (nextOffset !== null) offsets.push({ groupId: this.o.groupId, topic: this.o.stage.inputTopic, offset: nextOffset });
     const tallies: StepTally[] = [];
+    const inputs: Array<[string, number]> = [];
     const tx = await task.producer.transaction();
     try {
       let step = { stage: this.o.stage, out, sources };
@@ -477,6 +484,7 @@ export class StageRunner {
         const written = await this.sendStep(tx, task.partition, step, next?.stage.inputTopic, tallies);
         if (!next || written.length === 0) break;
         offsets.push({ groupId: next.groupId, topic: next.stage.inputTopic, offset: (BigInt(written[written.length - 1]!.offset) + 1n).toString() });
+        inputs.push([next.stage.name, written.length]);
         step = { stage: next.stage, out: await task.downstream[i]!.process(written, Date.now()), sources: written };
       }
       for (const o of offsets) {
@@ -488,6 +496,7 @@ export class StageRunner {
       throw e;
     }
     this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
+    for (const [stage, n] of inputs) this.o.metrics.recordsIn.inc({ stage }, n);
     for (const t of tallies) {
       for (const m of t.messages) this.o.metrics.recordsOut.inc({ stage: t.stage, topic: m.topic });
       for (const d of t.deadLetters) this.o.metrics.deadLetters.inc({ stage: t.stage, reason: d.reason });

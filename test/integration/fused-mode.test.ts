@@ -132,7 +132,7 @@ describe('fused mode', () => {
     await kill(procs[0]!, 'SIGTERM');
 
     // 3. Separate again: they start exactly after what the fused steps processed.
-    procs = [startStage('all', ALL, configPath)];
+    procs = [startStage('all', ALL, configPath, ['--separate'])];
     await producer.send(slices[2]!);
     await producer.disconnect();
     await assertExactlyOnce(env.kafka, env.registry, env.prefix, want);

@@ -59,12 +59,15 @@ describe('record size limits and health endpoints', () => {
 
   test('/metrics reports records, dead letters and lag per stage, and /healthz answers', async () => {
     const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    // All three stages in one process run fused: one transaction per batch, records counted per stage.
     expect(text).toMatch(/rollout_stream_records_in_total\{stage="accumulate"\} \d+/);
+    expect(text).toMatch(/rollout_stream_records_in_total\{stage="pack"\} 7/);
     expect(text).toMatch(/rollout_stream_records_out_total\{stage="pack",topic="[^"]+rollout\.packed"\} 7/);
     expect(text).toMatch(/rollout_stream_dead_letters_total\{stage="accumulate",reason="record_too_large"\} 1/);
-    expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="postprocess"\} \d+/);
+    expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="accumulate\+postprocess\+pack"\} \d+/);
+    expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="batch-metrics"\} \d+/);
     const health = await fetch(`http://127.0.0.1:${PORT}/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toEqual({ stages: ['accumulate', 'postprocess', 'batch-metrics', 'pack'] });
+    expect(await health.json()).toEqual({ stages: ['accumulate', 'postprocess', 'pack', 'batch-metrics'], fused: true });
   });
 });

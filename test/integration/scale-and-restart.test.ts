@@ -52,6 +52,7 @@ async function produceSlowly(e: TestEnv, all: LoadgenEvent[], slices: number, pa
 }
 
 describe('scaling and broker restarts', () => {
+  // Processes running all three stages run them fused (runtime.fused: auto).
   test('a second instance of every stage joins mid-run and one leaves, without loss or duplicates', async () => {
     env = await testEnv('scale');
     const all = events(env.prefix, 3, 4);
@@ -71,12 +72,15 @@ describe('scaling and broker restarts', () => {
   // sometimes do not get the packed records readable within the wait; the
   // failure dump above shows the stage logs and high watermarks. Retried
   // while that is investigated (see the runtime issue's note).
-  test('the stages recover by themselves when the broker restarts mid-run', { retry: 3, timeout: 300_000 }, async () => {
+  test.each([
+    { mode: 'fused', args: [] as string[] },
+    { mode: 'separate', args: ['--separate'] },
+  ])('the stages ($mode) recover by themselves when the broker restarts mid-run', { retry: 3, timeout: 300_000 }, async ({ args }) => {
     env = await testEnv('broker-restart');
     const all = events(env.prefix, 5, 3);
     const want = await expectedRun(env.config, all);
     const configPath = writeTestConfig(env.prefix);
-    procs.push(startStage('all', 'accumulate,postprocess,pack', configPath));
+    procs.push(startStage('all', 'accumulate,postprocess,pack', configPath, args));
     await produceSlowly(env, all.slice(0, Math.floor(all.length / 2)), 3, 800);
     if (process.env.KAFKA_BROKERS && process.env.RS_LOCAL_BROKER !== '1') {
       throw new Error('this test restarts the local broker (scripts/local-kafka.sh); run it through ./rollout-stream test');
