@@ -75,7 +75,8 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
       ];
       if (busy.length > 0) {
         throw new PipelineModeError(
-          `fused mode refused: separate stage instances are running on prefix '${prefix}' (${[...new Set(busy)].join(', ')}); stop them first`,
+          `fused mode refused: separate stage instances are running on prefix '${prefix}' (${[...new Set(busy)].join(', ')}); stop them first ` +
+            `(a killed instance stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
         );
       }
       const counts = await Promise.all(
@@ -102,7 +103,8 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
       }
     } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
       throw new PipelineModeError(
-        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run all three stages fused)`,
+        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run all three stages fused; ` +
+          `a killed fused process stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
       );
     }
   } finally {

@@ -66,6 +66,14 @@ describe('loadConfig', () => {
     expect(e.path).toBe('postprocess.reward_penalties.penalize_unwanted_tokens');
   });
 
+  test("runtime.fused is 'auto' by default, takes true/false, and anything else is a config error naming it", () => {
+    expect(configSchema.parse({}).runtime.fused).toBe('auto');
+    expect(configSchema.parse({ runtime: { fused: false } }).runtime.fused).toBe(false);
+    expect(loadConfig({ file: writeConfig('f.json', '{"runtime":{"fused":true}}') }).config.runtime.fused).toBe(true);
+    const e = errorOf(() => loadConfig({ file: writeConfig('g.json', '{"runtime":{"fused":"yes"}}') }));
+    expect(e.path).toBe('runtime.fused');
+  });
+
   test('an unknown key is refused, naming it', () => {
     const path = writeConfig('c.yaml', 'postprocess:\n  max_total_tokens: 10\n');
     const e = errorOf(() => loadConfig({ file: path, env: {} }));
