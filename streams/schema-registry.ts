@@ -22,8 +22,11 @@ export interface RegistryOptions {
   registerAttempts?: number;
 }
 
-const DEFAULT_REQUEST_TIMEOUT_MS = 15_000;
-const DEFAULT_REGISTER_ATTEMPTS = 4;
+// Above Apicurio's own KafkaSQL response timeout (30 s: a write waits until
+// the registry has read it back from its journal topic), so a slow registry
+// answers with its own error and only a registry that never answers times out.
+const DEFAULT_REQUEST_TIMEOUT_MS = 45_000;
+const DEFAULT_REGISTER_ATTEMPTS = 3;
 
 export class RegistryError extends RolloutStreamError {
   constructor(message: string, options: { cause?: unknown; retriable?: boolean } = {}) {
