@@ -49,41 +49,127 @@ export const kafkaCrcImplementation = install();
 
 /*
  * 2. kafkajs's Encoder grows its buffer with Buffer.alloc (zero-filled) by
- *    powers of two, and a produce request copies each record into a batch,
- *    the batch into the request and the request into its frame; zero-filling
- *    and re-growing were 5% of the stages' busy time at full load. Growth
- *    here uses Buffer.allocUnsafe (every byte below `offset` is written before
- *    it is read: the `buffer` getter slices at `offset`), and an encoder
- *    array reserves its total size once instead of growing per element.
+ *    powers of two; growth here uses Buffer.allocUnsafe (every byte below
+ *    `offset` is written before it is read: the `buffer` getter slices at
+ *    `offset`). Zero-filling and re-growing were 5% of the stages' busy time.
+ *
+ * 3. kafkajs builds a produce request by copying: each value into its
+ *    record, the record into the batch body, the body into the batch, the
+ *    batch into its length-prefixed bytes, those into the partition's and
+ *    topic's data, the request and its frame: about seven copies of every
+ *    byte, 15% of the fused stage's busy time plus the garbage (bench/README,
+ *    "Fused stages"). Here an encoder keeps large pieces (a value, a nested
+ *    encoder's content) by reference in a list of chunks ahead of its own
+ *    buffer, and joins them only when its bytes are asked for (`buffer`):
+ *    the batch body once for its CRC, the batch once for its length prefix,
+ *    and the whole request once for the socket. Encoders only ever append, so
+ *    a referenced piece never changes; the bytes produced are identical
+ *    (test/unit/streams/kafkajs-speedups.test.ts compares them).
  */
 interface EncoderLike {
   buf: Buffer;
   offset: number;
+  /** Sealed content ahead of `buf` (rope), and its total length. */
+  chunks?: Buffer[];
+  chunkBytes?: number;
+  readonly buffer: Buffer;
+  size(): number;
   ensureAvailable(length: number): void;
-  writeEncoderArray(value: EncoderLike[]): unknown;
+  writeBufferInternal(buffer: Buffer): void;
+  writeEncoder(value: EncoderLike): EncoderLike;
+  writeEncoderArray(value: EncoderLike[]): EncoderLike;
+}
+
+/** Pieces at least this large are referenced instead of copied. */
+const REFERENCE_MIN_BYTES = 16 * 1024;
+
+/** Seals what `enc` wrote so far and appends `piece` by reference. */
+function appendReference(enc: EncoderLike, piece: Buffer): void {
+  if (!enc.chunks) {
+    enc.chunks = [];
+    enc.chunkBytes = 0;
+  }
+  if (enc.offset > 0) {
+    enc.chunks.push(enc.buf.subarray(0, enc.offset));
+    enc.chunkBytes! += enc.offset;
+    // Keep writing into the rest of the same allocation.
+    enc.buf = enc.buf.subarray(enc.offset);
+    enc.offset = 0;
+  }
+  enc.chunks.push(piece);
+  enc.chunkBytes! += piece.length;
+}
+
+function isEncoder(v: unknown): v is EncoderLike {
+  return v != null && Buffer.isBuffer((v as EncoderLike).buf);
 }
 
 function patchEncoder(): boolean {
   const Encoder = require('kafkajs/src/protocol/encoder.js') as { prototype: EncoderLike; nextPowerOfTwo(n: number): number };
-  if (typeof Encoder.nextPowerOfTwo !== 'function' || typeof Encoder.prototype.ensureAvailable !== 'function') return false;
-  Encoder.prototype.ensureAvailable = function ensureAvailable(this: EncoderLike, length: number) {
+  const proto = Encoder.prototype;
+  const getter = Object.getOwnPropertyDescriptor(proto, 'buffer')?.get;
+  if (
+    typeof Encoder.nextPowerOfTwo !== 'function' ||
+    typeof proto.ensureAvailable !== 'function' ||
+    typeof proto.writeBufferInternal !== 'function' ||
+    typeof proto.size !== 'function' ||
+    typeof getter !== 'function'
+  ) {
+    return false;
+  }
+  proto.ensureAvailable = function ensureAvailable(this: EncoderLike, length: number) {
     if (this.offset + length > this.buf.length) {
       const grown = Buffer.allocUnsafe(Encoder.nextPowerOfTwo(this.offset + length));
       this.buf.copy(grown, 0, 0, this.offset);
       this.buf = grown;
     }
   };
-  const original = Encoder.prototype.writeEncoderArray;
-  Encoder.prototype.writeEncoderArray = function writeEncoderArray(this: EncoderLike, value: EncoderLike[]) {
-    if (Array.isArray(value) && value.every((v) => v != null && Buffer.isBuffer(v.buf))) {
-      let total = 0;
-      for (const v of value) total += v.offset;
-      this.ensureAvailable(total);
+  proto.writeBufferInternal = function writeBufferInternal(this: EncoderLike, buffer: Buffer) {
+    if (buffer.length >= REFERENCE_MIN_BYTES) {
+      appendReference(this, buffer);
+      return;
     }
-    return original.call(this, value);
+    this.ensureAvailable(buffer.length);
+    buffer.copy(this.buf, this.offset, 0);
+    this.offset += buffer.length;
+  };
+  proto.size = function size(this: EncoderLike) {
+    return (this.chunkBytes ?? 0) + this.offset;
+  };
+  Object.defineProperty(proto, 'buffer', {
+    configurable: true,
+    get(this: EncoderLike): Buffer {
+      if (!this.chunks || this.chunks.length === 0) return this.buf.subarray(0, this.offset);
+      const total = this.chunkBytes! + this.offset;
+      const joined = Buffer.concat([...this.chunks, this.buf.subarray(0, this.offset)], total);
+      // From now on one contiguous buffer: asking again costs nothing.
+      this.chunks = undefined;
+      this.chunkBytes = 0;
+      this.buf = joined;
+      this.offset = total;
+      return joined;
+    },
+  });
+  proto.writeEncoder = function writeEncoder(this: EncoderLike, value: EncoderLike) {
+    if (!isEncoder(value)) throw new Error('value should be an instance of Encoder');
+    if (value.size() < REFERENCE_MIN_BYTES) {
+      this.writeBufferInternal(value.buffer);
+      return this;
+    }
+    for (const piece of value.chunks ?? []) appendReference(this, piece);
+    if (value.offset > 0) appendReference(this, value.buf.subarray(0, value.offset));
+    return this;
+  };
+  proto.writeEncoderArray = function writeEncoderArray(this: EncoderLike, value: EncoderLike[]) {
+    if (!Array.isArray(value) || !value.every(isEncoder)) throw new Error('all values should be an instance of Encoder[]');
+    let small = 0;
+    for (const v of value) if (v.size() < REFERENCE_MIN_BYTES) small += v.size();
+    this.ensureAvailable(small);
+    for (const v of value) this.writeEncoder(v);
+    return this;
   };
   return true;
 }
 
-/** Whether kafkajs's Encoder runs with the growth above. */
+/** Whether kafkajs's Encoder runs with the growth and referencing above. */
 export const kafkaEncoderPatched = patchEncoder();

@@ -82,4 +82,54 @@ describe('kafkajs Encoder growth without zero-filling', () => {
       expect(Buffer.compare(outer.buffer, Buffer.concat(expected))).toBe(0);
     }
   });
+
+  test('values and nested encoders over the reference threshold (16 KiB) give exactly the expected bytes, at every nesting depth', () => {
+    const E = Encoder();
+    let seed = 11;
+    const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
+    const sizes = [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 70_000];
+    for (let round = 0; round < 30; round++) {
+      // Level 1: "records" with a mix of small and large values.
+      const records: Array<{ enc: Enc; bytes: Buffer }> = [];
+      for (let k = 0; k < 1 + Math.floor(rnd() * 4); k++) {
+        const n = round < sizes.length ? sizes[(round + k) % sizes.length]! : Math.floor(rnd() * 90_000);
+        const value = Buffer.alloc(n, (round * 31 + k) & 0xff);
+        const enc = new E().writeInt8(k).writeBytes(value).writeInt32(n);
+        const head = Buffer.from([k, 0, 0, 0, 0]);
+        head.writeInt32BE(n, 1);
+        const tail = Buffer.alloc(4);
+        tail.writeInt32BE(n);
+        records.push({ enc, bytes: Buffer.concat([head, value, tail]) });
+      }
+      // Level 2: a "batch body" holding them; level 3: a "batch"; level 4: a "request" framing it.
+      const body = new E().writeInt32(round).writeEncoderArray(records.map((r) => r.enc));
+      const bodyBytes = Buffer.concat([Buffer.from([0, 0, 0, round]), ...records.map((r) => r.bytes)]);
+      expect(Buffer.compare(body.buffer, bodyBytes)).toBe(0); // joined once, as for the CRC
+      const batch = new E().writeInt8(2).writeEncoder(body);
+      const request = new E().writeInt32(bodyBytes.length + 1).writeEncoder(batch).writeBytes(batch.buffer);
+      const size = Buffer.alloc(4);
+      size.writeInt32BE(bodyBytes.length + 1);
+      const batchBytes = Buffer.concat([Buffer.from([2]), bodyBytes]);
+      const expected = Buffer.concat([size, batchBytes, size, batchBytes]);
+      expect((request as unknown as { size(): number }).size()).toBe(expected.length);
+      expect(Buffer.compare(request.buffer, expected)).toBe(0);
+      expect(Buffer.compare(request.buffer, expected)).toBe(0); // asking twice gives the same bytes
+    }
+  });
+
+  test('a record batch with large values encodes with a valid CRC and decodes back to the same records', async () => {
+    const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0/index.js') as { RecordBatch: (o: object) => Promise<{ buffer: Buffer }> };
+    const Record = require('kafkajs/src/protocol/recordBatch/record/v0/index.js') as (o: object) => unknown;
+    const decodeBatch = require('kafkajs/src/protocol/recordBatch/v0/decoder.js') as (d: unknown) => Promise<{ records: Array<{ key: Buffer; value: Buffer }> }>;
+    const Decoder = require('kafkajs/src/protocol/decoder.js') as new (b: Buffer) => unknown;
+    const jsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/crc32C.js') as (b: Buffer) => number;
+    const values = [20_000, 5, 700_000, 16 * 1024].map((n, i) => Buffer.alloc(n, 7 + i));
+    const records = values.map((value, i) => Record({ offsetDelta: i, key: Buffer.from(`k${i}`), value }));
+    const batch = (await RecordBatch({ records, firstTimestamp: 1, maxTimestamp: 2, lastOffsetDelta: values.length - 1 })).buffer;
+    // Layout: baseOffset(8) batchLength(4) leaderEpoch(4) magic(1) crc(4) body...
+    expect(batch.readUInt32BE(17)).toBe(jsCrc(batch.subarray(21)) >>> 0);
+    const decoded = await decodeBatch(new Decoder(batch));
+    expect(decoded.records.map((r) => r.key.toString())).toEqual(['k0', 'k1', 'k2', 'k3']);
+    decoded.records.forEach((r, i) => expect(Buffer.compare(r.value, values[i]!)).toBe(0));
+  });
 });
