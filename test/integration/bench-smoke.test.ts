@@ -14,10 +14,12 @@ const number = (out: string, label: RegExp): number => {
 
 describe('benchmark commands', () => {
   test('bench e2e runs the load generator through every stage, every group arrives packed, and it prints rows/s, latency, RSS of each process and the ratio line', async () => {
-    const run = await launcher(['bench', 'e2e', '--profile', 'small', '--batches', '1', '--groups', '4', '--generations', '4', '--rate', '200']);
+    const run = await launcher(['bench', 'e2e', '--profile', 'small', '--batches', '2', '--groups', '2', '--generations', '4', '--rate', '200']);
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     const out = run.stdout;
     expect(out).toMatch(/^profile\s+small \(4 groups × 4 rows; 4 packed\)$/m);
+    expect(out).toMatch(/^stages\s+fused \(one transaction per batch\) × 1 instance\(s\)$/m);
+    expect(out).toMatch(/^latency \(batch 2\+\) p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms \(2 groups after the first batch\)$/m);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(out).toMatch(/^latency\s+p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms/m);
     expect(out).toMatch(/^RSS peak\s+stages\[0\] accumulate,postprocess,pack \d+ MiB; bench \d+ MiB/m);
