@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { generateEvents, parseFaultSpec } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { connectRowProducer, lcg, sendInSlices, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 let env: TestEnv;
@@ -18,12 +15,6 @@ afterAll(async () => {
   await Promise.all(procs.map((p) => kill(p)));
   await env?.close();
 });
-
-/** Deterministic "random" moments, so a failure can be replayed. */
-function lcg(seed: number) {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-}
 
 describe('crash safety', () => {
   test('SIGKILLing stage processes at random moments loses and duplicates nothing', async () => {
@@ -43,20 +34,9 @@ describe('crash safety', () => {
     const stages = ['accumulate', 'postprocess', 'pack'];
     procs = stages.map((s) => startStage(s, s, configPath));
 
-    const names = topicNames(env.prefix);
-    const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
-    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec, flushBytes: 64 * 1024 });
-    await producer.connect();
-    const sending = (async () => {
-      const slices = 12;
-      const size = Math.ceil(events.length / slices);
-      for (let i = 0; i < slices; i++) {
-        await producer.send(events.slice(i * size, (i + 1) * size));
-        await sleep(1200);
-      }
-      await producer.disconnect();
-    })();
+    const sending = sendInSlices(await connectRowProducer(env), events, 12, 1200);
 
+    // Deterministic "random" moments, so a failure can be replayed.
     const rand = lcg(20261129);
     const kills: string[] = [];
     for (let k = 0; k < 5; k++) {

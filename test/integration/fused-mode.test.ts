@@ -7,11 +7,8 @@
  */
 import { afterAll, afterEach, describe, expect, test } from 'vitest';
 import { generateEvents, parseFaultSpec, type LoadgenEvent } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { connectRowProducer, lcg, sendInSlices, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 const ALL = 'accumulate,postprocess,pack';
@@ -26,31 +23,22 @@ afterAll(async () => {
   await Promise.all(envs.map((e) => e.close()));
 });
 
-function lcg(seed: number) {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-}
-
 async function setup(name: string, batches: number, seed: number) {
   const env = await testEnv(name, [[['accumulate', 'batch_end_grace_ms'], 300]]);
   envs.push(env);
   const events: LoadgenEvent[] = [
     ...generateEvents({
-    batches,
-    groupsPerBatch: 30,
-    generations: 4,
-    seed,
-    profile: 'small',
-    runId: `${env.prefix}run`,
+      batches,
+      groupsPerBatch: 30,
+      generations: 4,
+      seed,
+      profile: 'small',
+      runId: `${env.prefix}run`,
       faults: parseFaultSpec('dup=0.02,conflict=0.01,garbage=0.005,missing=0.01'),
     }),
   ];
   const want = await expectedRun(env.config, events);
-  const names = topicNames(env.prefix);
-  const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
-  const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec, flushBytes: 64 * 1024 });
-  await producer.connect();
-  return { env, events, want, producer, configPath: writeTestConfig(env.prefix) };
+  return { env, events, want, producer: await connectRowProducer(env), configPath: writeTestConfig(env.prefix) };
 }
 
 /** Resolves with the process's exit code, or null if it is still running after `ms`. */
@@ -71,15 +59,7 @@ describe('fused mode', () => {
   test('SIGKILLing fused processes at random moments, with a second one joining, loses and duplicates nothing', async () => {
     const { env, events, want, producer, configPath } = await setup('fused-crash', 4, 17);
     procs = [startStage('fused-a', ALL, configPath, ['--fused'])];
-    const sending = (async () => {
-      const slices = 10;
-      const size = Math.ceil(events.length / slices);
-      for (let i = 0; i < slices; i++) {
-        await producer.send(events.slice(i * size, (i + 1) * size));
-        await sleep(1000);
-      }
-      await producer.disconnect();
-    })();
+    const sending = sendInSlices(producer, events, 10, 1000);
     const rand = lcg(20261201);
     await sleep(1500);
     procs.push(startStage('fused-b', ALL, configPath, ['--fused']));

@@ -3,9 +3,13 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka } from 'kafkajs';
 import { loadConfig } from '../../config/load.js';
 import type { Config } from '../../config/schema.js';
+import type { LoadgenEvent } from '../../loadgen/index.js';
+import { TopicCodec } from '../../streams/codec.js';
 import { createKafka, createRegistry } from '../../streams/kafka-client.js';
+import { RowProducer } from '../../streams/row-producer.js';
 import type { SchemaRegistryClient } from '../../streams/schema-registry.js';
-import { createTopics } from '../../streams/topics.js';
+import { createTopics, subjectOf, topicNames } from '../../streams/topics.js';
+import { sleep } from './stage-processes.js';
 
 export interface TestEnv {
   config: Config;
@@ -26,4 +30,29 @@ export async function testEnv(name: string, overrides: Array<[string[], unknown]
   const registry = createRegistry(config.kafka);
   await createTopics(admin, registry, config);
   return { config, prefix, kafka, admin, registry, close: () => admin.disconnect() };
+}
+
+/** A connected producer of the prefix's row topic (Avro rows through the registry). */
+export async function connectRowProducer(e: TestEnv, flushBytes = 64 * 1024): Promise<RowProducer> {
+  const names = topicNames(e.prefix);
+  const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
+  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec, flushBytes });
+  await producer.connect();
+  return producer;
+}
+
+/** Sends `events` in `slices` parts with a pause after each, so a run spans a disturbance; then disconnects. */
+export async function sendInSlices(producer: RowProducer, events: LoadgenEvent[], slices: number, pauseMs: number): Promise<void> {
+  const size = Math.ceil(events.length / slices);
+  for (let i = 0; i < slices; i++) {
+    await producer.send(events.slice(i * size, (i + 1) * size));
+    await sleep(pauseMs);
+  }
+  await producer.disconnect();
+}
+
+/** Deterministic "random" numbers in [0, 1) (a linear congruential generator), so a failure can be replayed. */
+export function lcg(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
 }

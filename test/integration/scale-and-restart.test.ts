@@ -3,11 +3,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, test } from 'vitest';
 import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
+import { topicNames } from '../../streams/topics.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { connectRowProducer, sendInSlices, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 const run = promisify(execFile);
@@ -39,16 +37,7 @@ function events(prefix: string, seed: number, batches: number): LoadgenEvent[] {
 
 /** Sends events in slices with pauses, so the run spans the disturbance. */
 async function produceSlowly(e: TestEnv, all: LoadgenEvent[], slices: number, pauseMs: number): Promise<void> {
-  const names = topicNames(e.prefix);
-  const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
-  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec, flushBytes: 64 * 1024 });
-  await producer.connect();
-  const size = Math.ceil(all.length / slices);
-  for (let i = 0; i < slices; i++) {
-    await producer.send(all.slice(i * size, (i + 1) * size));
-    await sleep(pauseMs);
-  }
-  await producer.disconnect();
+  await sendInSlices(await connectRowProducer(e), all, slices, pauseMs);
 }
 
 describe('scaling and broker restarts', () => {
