@@ -322,7 +322,8 @@ export async function main(argv: string[]): Promise<number> {
   );
 
   const bytes = sent.bytes;
-  const latencies = [...arrived].map(([g, t]) => t - (lastSent.get(g) ?? t)).sort((a, b) => a - b);
+  const latencyOf = [...arrived].map(([g, t]) => [g, t - (lastSent.get(g) ?? t)] as const);
+  const latencies = latencyOf.map(([, ms]) => ms).sort((a, b) => a - b);
   const mbps = bytes / 1e6 / seconds;
   const avgRecord = Math.max(1, Math.round(bytes / Math.max(rows, 1)));
   const rawTopic = `${prefix}bench-raw`;
@@ -342,9 +343,9 @@ export async function main(argv: string[]): Promise<number> {
   const pct = (p: number) => `${percentile(latencies, p)} ms`;
   // The first batch pays for cold code, first transactions to each output
   // partition and coordinator lookups; the rest is the steady state.
-  const warm = [...arrived]
+  const warm = latencyOf
     .filter(([g]) => !g.includes(`-${formatBatchId(1)}-g`))
-    .map(([g, t]) => t - (lastSent.get(g) ?? t))
+    .map(([, ms]) => ms)
     .sort((a, b) => a - b);
   const lines = [
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,

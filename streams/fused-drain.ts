@@ -5,7 +5,7 @@
  * their leftover records would be skipped. This check finds such leftovers.
  */
 import type { Admin, Kafka } from 'kafkajs';
-import { scanRanges, type PartitionRange } from './topic-scan.js';
+import { scanRanges, unconsumedRanges, type PartitionRange } from './topic-scan.js';
 
 export interface DrainTarget {
   /** The downstream stage's input topic. */
@@ -22,13 +22,8 @@ export interface DrainTarget {
 export async function firstUndrained(kafka: Kafka, admin: Admin, targets: DrainTarget[], partitions?: number[]): Promise<string | null> {
   const ranges: PartitionRange[] = [];
   for (const t of targets) {
-    const [ends, committed] = await Promise.all([admin.fetchTopicOffsets(t.topic), admin.fetchOffsets({ groupId: t.groupId, topics: [t.topic] })]);
-    const done = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, p.offset]));
-    for (const e of ends) {
-      if (partitions && !partitions.includes(e.partition)) continue;
-      const c = done.get(e.partition) ?? '-1';
-      const start = c === '-1' ? BigInt(e.low) : BigInt(c);
-      if (start < BigInt(e.high)) ranges.push({ topic: t.topic, partition: e.partition, start: start.toString(), end: e.high });
+    for (const r of await unconsumedRanges(admin, t.topic, t.groupId)) {
+      if ((!partitions || partitions.includes(r.partition)) && BigInt(r.start) < BigInt(r.end)) ranges.push(r);
     }
   }
   if (ranges.length === 0) return null;

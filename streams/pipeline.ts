@@ -59,7 +59,9 @@ export class PipelineModeError extends RolloutStreamError {
  */
 async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<{ undrained: string | null }> {
   const prefix = config.topics.prefix;
-  const admin = createKafka(config.kafka, 'mode-check').admin();
+  const names = topicNames(prefix);
+  const kafka = createKafka(config.kafka, 'mode-check');
+  const admin = kafka.admin();
   await admin.connect();
   try {
     const [acc, pp, pack] = [consumerGroupId(prefix, 'accumulate'), consumerGroupId(prefix, 'postprocess'), consumerGroupId(prefix, 'pack')];
@@ -80,7 +82,7 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
         );
       }
       const counts = await Promise.all(
-        [topicNames(prefix).rowCompleted, topicNames(prefix).groupComplete, topicNames(prefix).penalized].map(async (topic) => {
+        [names.rowCompleted, names.groupComplete, names.penalized].map(async (topic) => {
           const md = await admin.fetchTopicMetadata({ topics: [topic] });
           return [topic, md.topics[0]?.partitions.length ?? 0] as const;
         }),
@@ -92,8 +94,6 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
       }
       // The first fused process after separate stages: have they left records behind?
       if (accMembers.length === 0) {
-        const names = topicNames(prefix);
-        const kafka = createKafka(config.kafka, 'mode-check');
         return {
           undrained: await firstUndrained(kafka, admin, [
             { topic: names.groupComplete, groupId: pp },

@@ -15,7 +15,7 @@ import type { DeadLetterRecord } from './dead-letter-record.js';
 import type { TopicCodec } from './codec.js';
 import { restoreChangelog } from './changelog-restore.js';
 import { firstUndrained } from './fused-drain.js';
-import { scanRanges, type PartitionRange } from './topic-scan.js';
+import { scanRanges, unconsumedRanges, type PartitionRange } from './topic-scan.js';
 import { compressionType, type CompressionName } from './compression.js';
 import { PartitionTask } from './partition-task.js';
 import type { RuntimeMetrics } from './runtime-metrics.js';
@@ -145,16 +145,8 @@ export class StageRunner {
   /** Consumer lag of this stage's group: end offsets minus committed offsets, over all input partitions. */
   private async measureLag(): Promise<void> {
     try {
-      const [ends, committed] = await Promise.all([
-        this.admin.fetchTopicOffsets(this.o.stage.inputTopic),
-        this.admin.fetchOffsets({ groupId: this.o.groupId, topics: [this.o.stage.inputTopic] }),
-      ]);
-      const done = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
       let lag = 0n;
-      for (const e of ends) {
-        const c = done.get(e.partition) ?? -1n;
-        lag += BigInt(e.high) - (c < 0n ? BigInt(e.low) : c);
-      }
+      for (const r of await unconsumedRanges(this.admin, this.o.stage.inputTopic, this.o.groupId)) lag += BigInt(r.end) - BigInt(r.start);
       this.o.metrics.consumerLag.set({ stage: this.stageName }, Number(lag));
     } catch {
       /* the broker is unavailable; the next round retries */

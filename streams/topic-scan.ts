@@ -85,6 +85,21 @@ export async function partitionRanges(admin: Admin, topic: string, from: StartPo
   return ranges;
 }
 
+/**
+ * What consumer group `groupId` has not consumed yet on `topic`, per
+ * partition: from its committed offset (the log start where it has none) to
+ * the high watermark. Past a transactional writer's offset, the range may
+ * hold only commit markers.
+ */
+export async function unconsumedRanges(admin: Admin, topic: string, groupId: string): Promise<PartitionRange[]> {
+  const [ends, committed] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
+  const done = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, p.offset]));
+  return ends.map((e) => {
+    const c = done.get(e.partition) ?? '-1';
+    return { topic, partition: e.partition, start: BigInt(c) < 0n ? e.low : c, end: e.high };
+  });
+}
+
 /** Assigns the wanted partitions to the group's members (a scan group has exactly one). */
 function fixedAssigner(wanted: Record<string, number[]>): PartitionAssigner {
   return (): Assigner => ({
