@@ -29,7 +29,7 @@ import { UsageError } from '../cli/command.js';
 
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
-                               [--seed S] [--instances K] [--split | --separate] [--keep]
+                               [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -45,6 +45,7 @@ registry), the broker's raw throughput for the same record size
 --split runs each stage in its own process (per instance).
 --separate runs the stages of one process with one transaction each
   (run --separate) instead of fused (one per batch, the default).
+--wire W packs with pack.wire_dtypes W: trainer (the default) or narrow.
 --cpu-prof DIR writes a V8 CPU profile of each stage process into DIR
   (open in Chrome DevTools, or summarize self time per module).
 
@@ -141,6 +142,7 @@ export async function main(argv: string[]): Promise<number> {
       keep: { type: 'boolean' },
       split: { type: 'boolean' },
       separate: { type: 'boolean' },
+      wire: { type: 'string', default: 'trainer' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -152,6 +154,7 @@ export async function main(argv: string[]): Promise<number> {
   const duration = values.duration === undefined ? null : Number(values.duration);
   if (duration !== null && !(duration > 0)) throw new UsageError(`--duration must be a positive number of seconds, got ${values.duration}`);
   if (duration !== null && values.rate === undefined) throw new UsageError('--duration needs --rate (a soak runs at a fixed load)');
+  if (values.wire !== 'trainer' && values.wire !== 'narrow') throw new UsageError(`--wire must be trainer or narrow, got ${values.wire}`);
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
   const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix]] });
@@ -201,7 +204,7 @@ export async function main(argv: string[]): Promise<number> {
   const lastSent = new Map<string, number>();
 
   const configPath = join(tmpdir(), `rs-bench-${randomUUID()}.json`);
-  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 } }));
+  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 }, pack: { wire_dtypes: values.wire } }));
   const instances = Number(values.instances);
   // All three stages in one process run fused unless --separate.
   const fused = !values.split && !values.separate;
@@ -349,7 +352,7 @@ export async function main(argv: string[]): Promise<number> {
     .sort((a, b) => a - b);
   const lines = [
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
-    `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s)`,
+    `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
       : []),

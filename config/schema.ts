@@ -83,6 +83,13 @@ export const packConfigSchema = z.strictObject({
   routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
   /** Packing backend: `typed` (plain typed arrays) or `tfjs` (tfjs-core ops). */
   backend: nullable(z.enum(['typed', 'tfjs']), 'typed'),
+  /**
+   * Element types of packed tensors on the wire: `trainer` sends the trainer
+   * dtypes of SPEC §5 (the decoder views them in place), `narrow` the smallest
+   * type that holds every value (int32 ids, uint8 masks: ~55% fewer bytes, the
+   * decoder widens). bench/README.md "python decode" has the trade.
+   */
+  wire_dtypes: nullable(z.enum(['trainer', 'narrow']), 'trainer'),
 });
 
 const saslSchema = z.discriminatedUnion('mechanism', [

@@ -9,7 +9,8 @@ import avro from 'avsc';
 import { avroSchema, type RecordKind } from '../schemas/index.js';
 import type { MetricsRecord, PackedGroup, PenalizedGroup, PromptGroup } from '../processors/types.js';
 import type { DeadLetterRecord } from './dead-letter-record.js';
-import { packedFromAvro, packedToAvro } from './packed-mapping.js';
+import { packedFromAvro, packedToAvro, type PackedWire } from './packed-mapping.js';
+import { encodeAlignedPacked } from './packed-writer.js';
 import {
   groupFromAvro,
   groupToAvro,
@@ -23,8 +24,14 @@ import type { SchemaRegistryClient } from './schema-registry.js';
 import { HEADER_BYTES, UndecodableError, readSchemaId, writeHeader } from './wire-format.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
+/** Per-codec choices of how values are written (reading accepts every choice). */
+export interface CodecOptions {
+  /** Element types of packed tensors on the wire (`pack.wire_dtypes`); default `trainer`. */
+  packedWire?: PackedWire;
+}
+
 interface Mapping<T> {
-  toAvro(value: T): any;
+  toAvro(value: T, options: CodecOptions): any;
   fromAvro(obj: any): T;
 }
 
@@ -49,7 +56,7 @@ const MAPPINGS: { [K in RecordKind]: Mapping<RecordTypes[K]> } = {
   rowCompleted: { toAvro: rowCompletedToAvro, fromAvro: rowCompletedFromAvro },
   groupComplete: { toAvro: groupToAvro, fromAvro: groupFromAvro },
   penalized: { toAvro: penalizedToAvro, fromAvro: penalizedFromAvro },
-  packed: { toAvro: packedToAvro, fromAvro: packedFromAvro },
+  packed: { toAvro: (v, o) => packedToAvro(v, o.packedWire), fromAvro: packedFromAvro },
   deadLetter: deadLetterMapping,
   metrics: identity,
 };
@@ -67,13 +74,31 @@ export class AvroBodyCodec<K extends RecordKind> {
   readonly type: avro.Type;
   private readonly mapping: Mapping<RecordTypes[K]>;
 
-  constructor(readonly kind: K) {
+  constructor(
+    readonly kind: K,
+    readonly options: CodecOptions = {},
+  ) {
     this.type = avroType(kind);
     this.mapping = MAPPINGS[kind];
   }
 
   encodeBody(value: RecordTypes[K]): Buffer {
-    return this.type.toBuffer(this.mapping.toAvro(value));
+    return this.type.toBuffer(this.mapping.toAvro(value, this.options));
+  }
+
+  /**
+   * The Confluent-framed value (header with `schemaId`, then the body). Packed
+   * groups are written with every tensor's bytes 64-byte aligned in the value
+   * (packed-writer.ts); the body is the same Avro either way.
+   */
+  encodeFramed(value: RecordTypes[K], schemaId: number): Buffer {
+    const obj = this.mapping.toAvro(value, this.options);
+    if (this.kind === 'packed') return encodeAlignedPacked(this.type, obj, schemaId);
+    const body = this.type.toBuffer(obj);
+    const out = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+    writeHeader(out, schemaId);
+    body.copy(out, HEADER_BYTES);
+    return out;
   }
 
   /** Decodes `bytes[offset..]` with `resolver` (writer ≠ reader) when given; throws UndecodableError. */
@@ -101,8 +126,9 @@ export class TopicCodec<K extends RecordKind> extends AvroBodyCodec<K> {
     kind: K,
     readonly subject: string,
     private readonly registry: SchemaRegistryClient,
+    options: CodecOptions = {},
   ) {
-    super(kind);
+    super(kind, options);
   }
 
   /** Registers the schema under the subject (idempotent) and remembers its id. */
@@ -118,11 +144,7 @@ export class TopicCodec<K extends RecordKind> extends AvroBodyCodec<K> {
 
   encode(value: RecordTypes[K]): Buffer {
     if (this.writerId < 0) throw new Error(`codec for ${this.subject} used before init()`);
-    const body = this.type.toBuffer(MAPPINGS[this.kind].toAvro(value));
-    const out = Buffer.allocUnsafe(HEADER_BYTES + body.length);
-    writeHeader(out, this.writerId);
-    body.copy(out, HEADER_BYTES);
-    return out;
+    return this.encodeFramed(value, this.writerId);
   }
 
   /** Decodes a framed value; throws UndecodableError for anything that is not one of ours. */

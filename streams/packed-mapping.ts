@@ -1,7 +1,9 @@
 /**
- * PackedGroup ↔ Avro object, with narrow wire types. The trainer dtype of a
- * field stays in `dtype`; `values` may travel narrower (`wire_dtype`) when
- * every value fits, and decoders widen back exactly:
+ * PackedGroup ↔ Avro object. The trainer dtype of a field is in `dtype`, the
+ * element type of its `values` in `wire_dtype`. With the `trainer` wire (the
+ * default) they are equal, so a decoder can view the bytes in place. With the
+ * `narrow` wire, `values` travel narrower when every value fits, and decoders
+ * widen back exactly:
  *
  *   bool                → uint8 (0/1)
  *   int64 (all 0..255)  → uint8      e.g. token_mask
@@ -39,10 +41,17 @@ function narrowInt64(values: BigInt64Array): 'uint8' | 'int32' | 'int64' {
   return fitsU8 ? 'uint8' : 'int32';
 }
 
+/** How packed values travel: in the trainer dtypes, or narrowed where every value fits (SPEC §5). */
+export type PackedWire = 'trainer' | 'narrow';
+
+const NO_PAD = Buffer.alloc(0);
+
+function objectBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Array } {
+  return { wire_dtype: 'object', bytes: Buffer.from(JSON.stringify(Array.from(field.values as any)), 'utf8') };
+}
+
 function narrowedBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Array } {
-  if (field.dtype === 'object') {
-    return { wire_dtype: 'object', bytes: Buffer.from(JSON.stringify(Array.from(field.values as any)), 'utf8') };
-  }
+  if (field.dtype === 'object') return objectBytes(field);
   if (field.dtype === 'bool') return { wire_dtype: 'uint8', bytes: bytesOf(field.values) };
   if (field.dtype === 'int64') {
     const values = field.values as BigInt64Array;
@@ -102,8 +111,9 @@ export function widen(dtype: DType, wireDtype: DType, bytes: Uint8Array): TypedA
   throw new UndecodableError(`cannot widen wire dtype ${wireDtype} to ${dtype}`);
 }
 
-function fieldToAvro(f: PackedField): AvroObject {
-  const { wire_dtype, bytes } = narrowedBytes(f);
+function fieldToAvro(f: PackedField, wire: PackedWire): AvroObject {
+  const { wire_dtype, bytes } =
+    wire === 'narrow' ? narrowedBytes(f) : f.dtype === 'object' ? objectBytes(f) : { wire_dtype: f.dtype, bytes: bytesOf(f.values) };
   return {
     name: f.name,
     dtype: f.dtype,
@@ -111,6 +121,7 @@ function fieldToAvro(f: PackedField): AvroObject {
     layout: f.layout,
     shape: f.shape,
     offsets: f.offsets ? bytesOf(f.offsets) : null,
+    pad: NO_PAD,
     values: bytes,
   };
 }
@@ -138,13 +149,13 @@ function tagsToAvro(t: PackedRowTags): AvroObject {
   return { ...t, row_shapes: t.row_shapes ?? {} };
 }
 
-export function packedToAvro(g: PackedGroup): AvroObject {
+export function packedToAvro(g: PackedGroup, wire: PackedWire = 'trainer'): AvroObject {
   return {
     group_id: g.group_id,
     batch_id: g.batch_id,
     sample_ids: g.sample_ids,
     tags: g.tags.map(tagsToAvro),
-    fields: g.fields.map(fieldToAvro),
+    fields: g.fields.map((f) => fieldToAvro(f, wire)),
   };
 }
 

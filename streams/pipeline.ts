@@ -8,7 +8,7 @@ import type { Config } from '../config/schema.js';
 import type { RecordKind } from '../schemas/index.js';
 import { ConfigError, RolloutStreamError } from '../processors/errors.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
-import { TopicCodec } from './codec.js';
+import { TopicCodec, type CodecOptions } from './codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createKafka, createRegistry } from './kafka-client.js';
 import { RuntimeMetrics, serveMetrics } from './runtime-metrics.js';
@@ -157,7 +157,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const { config } = o;
   const topics = topicNames(config.topics.prefix);
   const registry = createRegistry(config.kafka);
-  const codec = <K extends RecordKind>(kind: K, topic: string) => new TopicCodec(kind, subjectOf(topic), registry).init();
+  const codec = <K extends RecordKind>(kind: K, topic: string, options?: CodecOptions) =>
+    new TopicCodec(kind, subjectOf(topic), registry, options).init();
   const deadLetterCodec = await codec('deadLetter', topics.deadLetter);
   const all = (['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s));
   const setting = o.fused ?? config.runtime.fused;
@@ -200,7 +201,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
           topics,
           config: config.pack,
           penalizedCodec: await codec('penalized', topics.penalized),
-          packedCodec: await codec('packed', topics.packed),
+          packedCodec: await codec('packed', topics.packed, { packedWire: config.pack.wire_dtypes }),
         }),
       );
     }

@@ -104,7 +104,7 @@ def hand_encode(rec: dict) -> bytes:
         return (
             text(f["name"]) + text(f["dtype"]) + text(f["wire_dtype"])
             + zz(["jagged", "dense"].index(f["layout"])) + blocks([zz(d) for d in f["shape"]])
-            + offsets + zz(len(f["values"])) + f["values"]
+            + offsets + zz(3) + b"\0\0\0" + zz(len(f["values"])) + f["values"]  # a 3-byte pad
         )
 
     return (
@@ -186,7 +186,7 @@ def test_bad_utf8_negative_lengths_and_bad_union_branches_are_decode_errors(pack
     bad = copy.deepcopy(rec)
     bad["fields"] = [dense_field("x", np.zeros(2, np.float32), "float32")]
     b = encode_packed_body(bad, packed_schema)
-    at = b.rfind(b"\x00" + zz(8))  # offsets: null branch, then 8 value bytes
+    at = b.rfind(b"\x00" + zz(0) + zz(8))  # offsets: null branch, an empty pad, then 8 value bytes
     with pytest.raises(DecodeError, match="union branch"):
         read_parts(b[:at] + b"\x04" + b[at + 1 :], 0, packed_schema)
 

@@ -166,3 +166,49 @@ def test_the_comparison_catches_a_changed_value(packed_schema):
 def test_json_nan_and_infinity_strings_become_floats():
     f = field_from_json("x", {"dtype": "float32", "layout": "dense", "shape": [3], "values": ["NaN", "Infinity", "-Infinity"]})
     assert math.isnan(f.values[0]) and f.values[1] == np.inf and f.values[2] == -np.inf
+
+
+def _wire_dtypes(value: bytes, schema: dict) -> dict[str, str]:
+    from rollout_stream.packed_reader import known_layout, read_packed_group
+
+    layout = known_layout(schema)
+    assert layout is not None and layout[1], "the vectors' schema has the known layout with pad"
+    return {f[0]: f[2] for f in read_packed_group(value, 5, *layout)[4]}
+
+
+@pytest.mark.parametrize("name", [p[0] for p in vector_pairs()])
+def test_the_python_writer_writes_the_typescript_bytes(name):
+    """encode_packed_value mirrors streams/packed-writer.ts: same pads, same bytes."""
+    from rollout_stream.encode import encode_packed_value
+
+    value = (VECTORS / f"{name}.avro").read_bytes()
+    doc = json.loads((VECTORS / f"{name}.json").read_text())
+    schema = vector_schema()
+    record = record_from_json(doc["packed"], wire_dtypes=_wire_dtypes(value, schema))
+    assert encode_packed_value(record, 1, schema) == value
+
+
+@pytest.mark.parametrize("mode", ["numpy", "torch"])
+def test_trainer_wire_vectors_decode_without_copying_tensor_bytes(mode):
+    """Aligned values in their trainer dtype are views of the message, in both modes."""
+    schema = vector_schema()
+    seen = 0
+    for name, avro, _ in vector_pairs():
+        value = avro.read_bytes()
+        wires = _wire_dtypes(value, schema)
+        message = np.frombuffer(value, np.uint8)
+        group = decode_packed_body(memoryview(value)[5:], schema, jagged=mode)
+        for field, info in group.field_info.items():
+            if info["dtype"] == "object" or wires[field] != info["dtype"]:
+                continue
+            got = group.fields[field]
+            if isinstance(got, JaggedArray):
+                arr = got.values
+            elif isinstance(got, np.ndarray):
+                arr = got
+            else:
+                arr = (got.values() if got.is_nested else got).numpy()
+            if arr.size:
+                assert np.shares_memory(arr, message), f"{name} {field} was copied"
+                seen += 1
+    assert seen >= 8, "the trainer-wire vectors have zero-copy fields to check"

@@ -18,7 +18,7 @@ describe('benchmark commands', () => {
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     const out = run.stdout;
     expect(out).toMatch(/^profile\s+small \(4 groups × 4 rows; 4 packed\)$/m);
-    expect(out).toMatch(/^stages\s+fused \(one transaction per batch\) × 1 instance\(s\)$/m);
+    expect(out).toMatch(/^stages\s+fused \(one transaction per batch\) × 1 instance\(s\); packed wire trainer$/m);
     expect(out).toMatch(/^latency \(batch 2\+\) p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms \(2 groups after the first batch\)$/m);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(out).toMatch(/^latency\s+p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms/m);

@@ -69,7 +69,7 @@ describe.each([
     const offline = (await offlineAll(env, events)).map(parseJsonLine);
     const offlinePacked = new Map<string, Buffer>();
     const packedBody = new AvroBodyCodec('packed');
-    for (const l of offline) if (l.kind === 'packed') offlinePacked.set(l.packed.group_id, packedBody.encodeBody(l.packed));
+    for (const l of offline) if (l.kind === 'packed') offlinePacked.set(l.packed.group_id, packedBody.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
     const offlineDead = offline.filter((l) => l.kind === 'dead_letter').map((l) => (l.kind === 'dead_letter' ? l.deadLetter : null)!);
 
     expect(offlinePacked.size).toBe(expected.completeGroups.size);

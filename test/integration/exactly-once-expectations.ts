@@ -29,7 +29,7 @@ export async function expectedRun(config: Config, events: LoadgenEvent[]): Promi
   await runOffline('all', config, input, (l) => void lines.push(l));
   const body = new AvroBodyCodec('packed');
   const packed = new Map<string, Buffer>();
-  for (const l of lines.map(parseJsonLine)) if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeBody(l.packed));
+  for (const l of lines.map(parseJsonLine)) if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
   const deadLetters = collectExpectations(events).deadLetters.map((e) => `${e.reason}:${e.group_id}`).sort();
   return { packed, deadLetters };
 }

@@ -16,7 +16,7 @@ import { configSchema } from '../../config/schema.js';
 import { generateEvents, UNWANTED_TOKEN_ID, type LoadgenOptions } from '../../loadgen/index.js';
 import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
 import { AvroBodyCodec } from '../../streams/codec.js';
-import { HEADER_BYTES, writeHeader } from '../../streams/wire-format.js';
+import { HEADER_BYTES } from '../../streams/wire-format.js';
 
 const DIR = join(import.meta.dirname, '..', 'vectors');
 const UPDATE = process.env.UPDATE_VECTORS === '1';
@@ -24,7 +24,7 @@ const UPDATE = process.env.UPDATE_VECTORS === '1';
 interface VectorSpec {
   name: string;
   loadgen: LoadgenOptions;
-  config: unknown;
+  config: { pack?: { wire_dtypes?: 'trainer' | 'narrow' } & Record<string, unknown> } & Record<string, unknown>;
 }
 
 const SPECS: VectorSpec[] = [
@@ -43,7 +43,7 @@ const SPECS: VectorSpec[] = [
       },
     },
     config: {
-      pack: { include_message_violation_fields: true, pad_values: { token_ids: 7 }, routed_experts_dtype: 'int16' },
+      pack: { include_message_violation_fields: true, pad_values: { token_ids: 7 }, routed_experts_dtype: 'int16', wire_dtypes: 'narrow' },
       postprocess: {
         reward_penalties: { penalize_unwanted_tokens: true, token_ids: { unwanted: [UNWANTED_TOKEN_ID] } },
         length_penalty: { enabled: true },
@@ -61,23 +61,16 @@ async function packedLines(spec: VectorSpec): Promise<string[]> {
   return out.filter((l) => l.startsWith('{"packed"'));
 }
 
-function framed(body: Buffer): Buffer {
-  const out = Buffer.alloc(HEADER_BYTES + body.length);
-  writeHeader(out, 1);
-  body.copy(out, HEADER_BYTES);
-  return out;
-}
-
 describe('shared packed test vectors', () => {
-  const codec = new AvroBodyCodec('packed');
   test.each(SPECS)('the checked-in $name vectors are what the packer produces', async (spec) => {
+    const codec = new AvroBodyCodec('packed', { packedWire: spec.config.pack?.wire_dtypes });
     const lines = await packedLines(spec);
     expect(lines.length).toBeGreaterThan(0);
     for (const [i, line] of lines.entries()) {
       const parsed = parseJsonLine(line);
       if (parsed.kind !== 'packed') throw new Error('expected a packed line');
       const name = `${spec.name}-${i}`;
-      const avro = framed(codec.encodeBody(parsed.packed));
+      const avro = codec.encodeFramed(parsed.packed, 1);
       const json = `${line}\n`;
       if (UPDATE) {
         writeFileSync(join(DIR, `${name}.avro`), avro);
@@ -92,11 +85,19 @@ describe('shared packed test vectors', () => {
     }
   });
 
-  test('the vectors cover routes, media, violation masks, rewards columns and narrowed wire types', () => {
+  test('the vectors cover routes, media, violation masks, rewards columns and both wires', () => {
     const json = readFileSync(join(DIR, 'routes-media-violations-0.json'), 'utf8');
     for (const field of ['routed_experts', 'pixel_values', 'invalid_tool_call_mask', 'malformed_thinking_mask', 'prompt_ids_for_adv', 'mask_sample']) {
       expect(json).toContain(`"${field}"`);
     }
+    const codec = new AvroBodyCodec('packed');
+    const wires = (name: string) => {
+      const value = readFileSync(join(DIR, `${name}.avro`));
+      const obj = codec.type.decode(value, HEADER_BYTES).value as { fields: Array<{ name: string; wire_dtype: string }> };
+      return Object.fromEntries(obj.fields.map((f) => [f.name, f.wire_dtype]));
+    };
+    expect(wires('small-text-0')).toMatchObject({ input_ids: 'int64', token_mask: 'int64', mask_sample: 'bool' });
+    expect(wires('routes-media-violations-0')).toMatchObject({ input_ids: 'int32', token_mask: 'uint8', routed_experts: 'int8' });
     expect(readFileSync(join(DIR, 'packed.avsc'), 'utf8')).toBe(readFileSync(join(import.meta.dirname, '..', '..', 'schemas', 'packed.avsc'), 'utf8'));
   });
 });

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import fastavro
 
 from .errors import DecodeError
-from .packed_reader import known_layout_symbols, read_packed_group
+from .packed_reader import known_layout, read_packed_group
 
 PACKED_GROUP_NAME = "dev.rolloutstream.v1.PackedGroup"
 
@@ -101,18 +101,18 @@ def read_record(value: bytes | bytearray | memoryview, start: int, writer_schema
     return record
 
 
-# id(parsed schema) -> (that schema, Layout symbols or None); the schema is
-# kept so that its id cannot be reused while the entry exists.
-_LAYOUTS: dict[int, tuple[dict[str, Any], tuple[str, ...] | None]] = {}
+# id(parsed schema) -> (that schema, (Layout symbols, has pad) or None); the
+# schema is kept so that its id cannot be reused while the entry exists.
+_LAYOUTS: dict[int, tuple[dict[str, Any], tuple[tuple[str, ...], bool] | None]] = {}
 _LAYOUTS_MAX = 64
 
 
-def _symbols(writer_schema: dict[str, Any]) -> tuple[str, ...] | None:
+def _layout(writer_schema: dict[str, Any]) -> tuple[tuple[str, ...], bool] | None:
     hit = _LAYOUTS.get(id(writer_schema))
     if hit is None or hit[0] is not writer_schema:
         if len(_LAYOUTS) >= _LAYOUTS_MAX:
             _LAYOUTS.clear()
-        hit = _LAYOUTS[id(writer_schema)] = (writer_schema, known_layout_symbols(writer_schema))
+        hit = _LAYOUTS[id(writer_schema)] = (writer_schema, known_layout(writer_schema))
     return hit[1]
 
 
@@ -126,9 +126,9 @@ def read_parts(value: bytes | bytearray | memoryview, start: int, writer_schema:
     Raises:
         DecodeError: Truncated or malformed body, or bytes left after the record.
     """
-    symbols = _symbols(writer_schema)
-    if symbols is not None:
-        return read_packed_group(value, start, symbols)
+    layout = _layout(writer_schema)
+    if layout is not None:
+        return read_packed_group(value, start, *layout)
     from .codec import record_parts
 
     return record_parts(read_record(value, start, writer_schema))

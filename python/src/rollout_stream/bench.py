@@ -1,8 +1,10 @@
 """``python -m rollout_stream bench``: decode throughput against a plain copy.
 
 Builds Confluent-framed packed records of a realistic group (16 rows of
-4k–32k tokens, narrow wire dtypes as the packer may send them, optional
-routed experts), then times, in the same process and on the same bytes,
+4k–32k tokens, optional routed experts) the way the packer writes them: by
+default trainer dtypes on the wire with every tensor 64-byte aligned in the
+value (``--wire narrow``: int32 ids and uint8 masks, ``pack.wire_dtypes:
+narrow``; ``--unaligned``: no pads, as before the aligned writer), then times, in the same process and on the same bytes,
 (a) decoding every value with :class:`PackedDeserializer` and (b) a plain
 ``bytearray(value)`` copy. The ratio copy_time / decode_time is the share of
 memcpy speed the decoder reaches (1.0 = as fast as copying the payload once).
@@ -92,37 +94,36 @@ def run(args: argparse.Namespace) -> int:
 
     from .codec import resolve_mode
     from .deserializer import PackedDeserializer
-    from .encode import encode_packed_body, load_packed_schema
+    from .encode import encode_packed_body, encode_packed_value, load_packed_schema
     from .framing import HEADER_SIZE, frame
     from .registry import StaticResolver
 
     schema = load_packed_schema()
     rng = np.random.default_rng(args.seed)
     routes = tuple(int(x) for x in args.routed_experts.split("x")) if args.routed_experts else None
-    values = [
-        frame(
-            SCHEMA_ID,
-            encode_packed_body(
-                build_group(
-                    rng,
-                    f"bench-{i}",
-                    rows=args.rows,
-                    min_tokens=args.min_tokens,
-                    max_tokens=args.max_tokens,
-                    narrow=not args.exact_wire,
-                    routed_experts=routes,
-                ),
-                schema,
-            ),
+    records = [
+        build_group(
+            rng,
+            f"bench-{i}",
+            rows=args.rows,
+            min_tokens=args.min_tokens,
+            max_tokens=args.max_tokens,
+            narrow=args.wire == "narrow",
+            routed_experts=routes,
         )
         for i in range(args.groups)
     ]
+    if args.unaligned:
+        values = [frame(SCHEMA_ID, encode_packed_body(r, schema)) for r in records]
+    else:
+        values = [encode_packed_value(r, SCHEMA_ID, schema) for r in records]
     total = sum(len(v) for v in values)
     resolver = StaticResolver({SCHEMA_ID: schema})
     modes = [resolve_mode(args.jagged)] if args.jagged != "both" else [m for m in ("numpy", "torch") if _ok(m)]
     print(
         f"payload: {args.groups} groups x {args.rows} rows, {args.min_tokens}-{args.max_tokens} tokens/row, "
-        f"wire {'exact' if args.exact_wire else 'narrow (int32 ids, uint8 masks)'}, "
+        f"wire {'trainer dtypes' if args.wire == 'trainer' else 'narrow (int32 ids, uint8 masks)'}"
+        f"{', unaligned' if args.unaligned else ', 64-byte aligned'}, "
         f"routed_experts {args.routed_experts or 'none'}; {total / 1e6:.1f} MB in {len(values)} records"
     )
     fns: dict[str, Any] = {"copy": bytearray}
@@ -167,7 +168,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-tokens", type=int, default=4096)
     p.add_argument("--max-tokens", type=int, default=32768)
     p.add_argument("--routed-experts", default="", metavar="LxK", help="add int16 routes [tokens, L, K], e.g. 8x4")
-    p.add_argument("--exact-wire", action="store_true", help="send trainer dtypes on the wire (no widening)")
+    p.add_argument(
+        "--wire",
+        default="trainer",
+        choices=["trainer", "narrow"],
+        help="element types on the wire, as pack.wire_dtypes: trainer dtypes (default) or narrow "
+        "(int32 ids, uint8 masks; the decoder widens)",
+    )
+    p.add_argument(
+        "--unaligned",
+        action="store_true",
+        help="write the records without pads (tensor bytes wherever Avro leaves them), as before the aligned writer",
+    )
     p.add_argument("--jagged", default="both", choices=["auto", "torch", "numpy", "both"])
     p.add_argument("--repeat", type=int, default=15, help="interleaved timed passes; the fastest counts (default 15)")
     p.add_argument("--seed", type=int, default=1)

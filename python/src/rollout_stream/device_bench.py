@@ -127,18 +127,17 @@ def run(args: argparse.Namespace) -> int:
 
         from . import bench
         from .deserializer import PackedDeserializer
-        from .encode import encode_packed_body, load_packed_schema
-        from .framing import frame
+        from .encode import encode_packed_value, load_packed_schema
         from .registry import StaticResolver
 
         schema = load_packed_schema()
         rng = np.random.default_rng(args.seed)
         records = [
             bench.build_group(rng, f"bench-{i}", rows=args.rows, min_tokens=args.min_tokens, max_tokens=args.max_tokens,
-                              narrow=not args.exact_wire, routed_experts=routes)
+                              narrow=args.wire == "narrow", routed_experts=routes)
             for i in range(args.groups)
         ]
-        values = [frame(bench.SCHEMA_ID, encode_packed_body(r, schema)) for r in records]
+        values = [encode_packed_value(r, bench.SCHEMA_ID, schema) for r in records]
         resolver = StaticResolver({bench.SCHEMA_ID: schema})
         host_groups = [PackedDeserializer(resolver, jagged="torch").decode(v).fields for v in values]
         dev_deser = PackedDeserializer(resolver, jagged="torch", device=target)

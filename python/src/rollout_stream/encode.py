@@ -19,6 +19,7 @@ import numpy as np
 from . import dtypes
 from .avro_body import parse_writer_schema
 from .codec import COUNT_TAGS, ROW_SHAPES_SUFFIX
+from .framing import HEADER_SIZE, frame
 
 SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
 
@@ -166,7 +167,55 @@ def packed_record(
 
 
 def encode_packed_body(record: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> bytes:
-    """The Avro binary body of a ``PackedGroup`` record (no Confluent header)."""
+    """The Avro binary body of a ``PackedGroup`` record (no Confluent header, no alignment).
+
+    A field without ``pad`` gets an empty one (fastavro would write the
+    schema's default, the text ``""``, which is not bytes).
+    """
     buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, schema or load_packed_schema(), dict(record))
+    fields = [f if "pad" in f else {**f, "pad": b""} for f in record["fields"]]
+    fastavro.schemaless_writer(buf, schema or load_packed_schema(), {**record, "fields": fields})
     return buf.getvalue()
+
+
+VALUES_ALIGNMENT = 64
+
+
+def _zigzag(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def encode_packed_value(record: Mapping[str, Any], schema_id: int, schema: Mapping[str, Any] | None = None) -> bytes:
+    """The Confluent-framed value of a ``PackedGroup`` the way the packer writes it.
+
+    Each field's ``pad`` puts its ``values`` at a multiple of
+    :data:`VALUES_ALIGNMENT` bytes of the framed value (the TypeScript
+    writer, ``streams/packed-writer.ts``, does the same), so the decoder can
+    view trainer-dtype values in place. The schema must have ``pad``.
+    """
+    schema = schema or load_packed_schema()
+    fields = [dict(f) for f in record["fields"]]
+    without_fields = encode_packed_body(dict(record, fields=[]), schema)
+    if not fields:
+        return frame(schema_id, without_fields)
+    item_schema = schema["fields"][4]["type"]["items"]
+    prefix = without_fields[:-1]  # drops the empty array's end marker
+    parts = [frame(schema_id, prefix), _zigzag(len(fields))]
+    pos = HEADER_SIZE + len(prefix) + len(parts[1])
+    for f in fields:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, item_schema, dict(f, pad=b"", values=b""))
+        head = buf.getvalue()[:-2]  # drops the two zero lengths of pad and values
+        values = bytes(f["values"])
+        length = _zigzag(len(values))
+        pad = -(pos + len(head) + 1 + len(length)) % VALUES_ALIGNMENT
+        parts += [head, _zigzag(pad), bytes(pad), length, values]
+        pos += len(head) + 1 + pad + len(length) + len(values)
+    parts.append(b"\0")
+    return b"".join(parts)

@@ -5,8 +5,9 @@ file-like object that hands out views (one per varint, string and bytes
 value; ~300 per group, mostly in the row tags). This reader walks the body
 directly, with a one-byte fast path for varints, and returns the tags already
 in their trainer form. It is used only when the writer schema has exactly the
-layout below (:func:`is_known_layout`); any other writer schema, e.g. one
-that added a field, goes through fastavro with schema resolution.
+layout below, with or without ``pad`` (:func:`known_layout`); any other
+writer schema, e.g. one that added a field, goes through fastavro with
+schema resolution.
 
 Byte grammar (Avro binary; ``long``/``int`` are zigzag varints, ``string`` and
 ``bytes`` are a long length then the bytes, arrays and maps are blocks of a
@@ -19,7 +20,10 @@ long count — negative: ``-count`` then a long byte size — ended by count 0):
                     num_assistant_messages:int num_routed_experts_backfilled:int
                     row_shapes:map<array<array<long>>>
     PackedField   = name:string dtype:string wire_dtype:string layout:enum(int index)
-                    shape:array<long> offsets:union{0: null, 1: bytes} values:bytes
+                    shape:array<long> offsets:union{0: null, 1: bytes} [pad:bytes] values:bytes
+
+``pad`` (zero bytes that put ``values`` at a multiple of 64 bytes of the
+framed value) is skipped; records written before it existed lack it.
 """
 
 from __future__ import annotations
@@ -44,28 +48,31 @@ _TAGS = (
         ("row_shapes", ("map", ("array", ("array", "long")))),
     ),
 )
-_FIELD = (
-    "record",
-    (
-        ("name", "string"),
-        ("dtype", "string"),
-        ("wire_dtype", "string"),
-        ("layout", "enum"),
-        ("shape", ("array", "long")),
-        ("offsets", ("union", ("null", "bytes"))),
-        ("values", "bytes"),
-    ),
+_FIELD_HEAD = (
+    ("name", "string"),
+    ("dtype", "string"),
+    ("wire_dtype", "string"),
+    ("layout", "enum"),
+    ("shape", ("array", "long")),
+    ("offsets", ("union", ("null", "bytes"))),
 )
-KNOWN_LAYOUT = (
-    "record",
-    (
-        ("group_id", "string"),
-        ("batch_id", "string"),
-        ("sample_ids", ("array", "string")),
-        ("tags", ("array", _TAGS)),
-        ("fields", ("array", _FIELD)),
-    ),
-)
+
+
+def _group_layout(field_fields: tuple) -> tuple:
+    return (
+        "record",
+        (
+            ("group_id", "string"),
+            ("batch_id", "string"),
+            ("sample_ids", ("array", "string")),
+            ("tags", ("array", _TAGS)),
+            ("fields", ("array", ("record", field_fields))),
+        ),
+    )
+
+
+KNOWN_LAYOUT = _group_layout((*_FIELD_HEAD, ("pad", "bytes"), ("values", "bytes")))
+UNPADDED_LAYOUT = _group_layout((*_FIELD_HEAD, ("values", "bytes")))
 
 
 def _structure(schema: Any) -> Any:
@@ -88,15 +95,22 @@ def _structure(schema: Any) -> Any:
     return _structure(t) if isinstance(t, (str, list, dict)) else repr(schema)
 
 
-def known_layout_symbols(schema: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """The ``Layout`` enum symbols when ``schema`` has the known layout, else ``None``."""
+def known_layout(schema: Mapping[str, Any]) -> tuple[tuple[str, ...], bool] | None:
+    """``(Layout enum symbols, has pad)`` when ``schema`` has a known layout, else ``None``."""
     try:
-        if _structure(schema) != KNOWN_LAYOUT:
+        structure = _structure(schema)
+        if structure not in (KNOWN_LAYOUT, UNPADDED_LAYOUT):
             return None
         fields_type = schema["fields"][4]["type"]["items"]
-        return tuple(fields_type["fields"][3]["type"]["symbols"])
+        return tuple(fields_type["fields"][3]["type"]["symbols"]), structure == KNOWN_LAYOUT
     except (KeyError, IndexError, TypeError, AttributeError):
         return None
+
+
+def known_layout_symbols(schema: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The ``Layout`` enum symbols when ``schema`` has a known layout, else ``None``."""
+    layout = known_layout(schema)
+    return None if layout is None else layout[0]
 
 
 def _truncated(where: str) -> DecodeError:
@@ -177,13 +191,15 @@ def _longs(buf, p: int) -> tuple[list[int], int]:
     return out, p
 
 
-def read_packed_group(value: Any, start: int, symbols: tuple[str, ...]) -> tuple:
-    """Reads one ``PackedGroup`` body of the known layout.
+def read_packed_group(value: Any, start: int, symbols: tuple[str, ...], has_pad: bool = True) -> tuple:
+    """Reads one ``PackedGroup`` body of a known layout.
 
     Args:
         value: The record value (``bytes``, ``bytearray`` or ``memoryview``).
         start: Offset of the Avro body (after the Confluent header).
         symbols: The writer's ``Layout`` enum symbols.
+        has_pad: Whether the writer's ``PackedField`` has ``pad`` (schemas
+            since the aligned writer) or not.
 
     Returns:
         ``(group_id, batch_id, sample_ids, tags, fields)``: tags are dicts in
@@ -244,6 +260,8 @@ def read_packed_group(value: Any, start: int, symbols: tuple[str, ...]) -> tuple
                     p += 1
                 else:
                     raise _truncated(f"field {name!r}: offsets union branch byte {branch}")
+                if has_pad:
+                    _, p = _span(buf, p, end, f"field {name!r} pad")
                 p, q = _span(buf, p, end, f"field {name!r} values")
                 fields.append((name, dtype, wire, symbols[idx], shape, offsets, mv[p:q]))
                 p = q

@@ -43,8 +43,16 @@ describe('Avro body codec', () => {
     expect(codec.decodeBody(codec.encodeBody(value as never))).toEqual(value);
   });
 
-  test('packed int64 fields travel narrowed and come back as int64', () => {
+  test('with the trainer wire (the default) packed fields travel in their trainer dtypes', () => {
     const codec = new AvroBodyCodec('packed');
+    const body = codec.encodeBody(samplePacked());
+    const raw = codec.type.fromBuffer(body) as { fields: Array<{ name: string; wire_dtype: string; dtype: string }> };
+    for (const f of raw.fields) expect(f.wire_dtype, f.name).toBe(f.dtype);
+    expect(codec.decodeBody(body)).toEqual(samplePacked());
+  });
+
+  test('with the narrow wire packed int64 fields travel narrowed and come back as int64', () => {
+    const codec = new AvroBodyCodec('packed', { packedWire: 'narrow' });
     const body = codec.encodeBody(samplePacked());
     const raw = codec.type.fromBuffer(body) as { fields: Array<{ name: string; wire_dtype: string; dtype: string }> };
     const wire = Object.fromEntries(raw.fields.map((f) => [f.name, `${f.dtype}/${f.wire_dtype}`]));
@@ -74,8 +82,8 @@ describe('Avro body codec', () => {
     ['int32', Int32Array.from([40000, -1]), 'int32'],
     ['int32', Int32Array.from([-(2 ** 31), 2 ** 31 - 1]), 'int32'],
     ['int16', new Int16Array(0), 'uint8'],
-  ] as const)('packed %s values %j travel as %s and come back equal', (dtype, values, wire) => {
-    const codec = new AvroBodyCodec('packed');
+  ] as const)('packed %s values %j travel as %s on the narrow wire and come back equal', (dtype, values, wire) => {
+    const codec = new AvroBodyCodec('packed', { packedWire: 'narrow' });
     const group = samplePacked();
     group.fields = [{ name: 'routed_experts', dtype, layout: 'dense', offsets: null, shape: [values.length], values }];
     const body = codec.encodeBody(group);
