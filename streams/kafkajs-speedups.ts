@@ -1,5 +1,5 @@
 /**
- * Two CPU savings in kafkajs's produce path, measured with `bench e2e
+ * CPU savings in kafkajs's produce path, measured with `bench e2e
  * --cpu-prof` (bench/README.md, "e2e"). Import this module before anything
  * loads kafkajs (streams/kafka-client.ts and cli/main.ts do).
  *
@@ -23,14 +23,20 @@ import { createRequire, Module } from 'node:module';
 const require = createRequire(import.meta.url);
 
 type Crc = (buffer: Buffer) => number;
+type NativeCrc = (input: Buffer, initial?: number) => number;
+
+function loadNative(): NativeCrc | undefined {
+  try {
+    return (require('@node-rs/crc32') as { crc32c: NativeCrc }).crc32c;
+  } catch {
+    return undefined;
+  }
+}
+
+const native = loadNative();
 
 function install(): 'native' | 'kafkajs' {
-  let native: ((input: Buffer, initial?: number) => number) | undefined;
-  try {
-    native = (require('@node-rs/crc32') as { crc32c: (input: Buffer, initial?: number) => number }).crc32c;
-  } catch {
-    return 'kafkajs';
-  }
+  if (!native) return 'kafkajs';
   const crcPath = require.resolve('kafkajs/src/protocol/recordBatch/crc32C/index.js');
   const encoderPath = require.resolve('kafkajs/src/protocol/recordBatch/v0/index.js');
   // The encoder captured kafkajs's function already: too late to swap it.
@@ -173,3 +179,86 @@ function patchEncoder(): boolean {
 
 /** Whether kafkajs's Encoder runs with the growth and referencing above. */
 export const kafkaEncoderPatched = patchEncoder();
+
+/*
+ * 4. kafkajs's RecordBatch joins its body to checksum it and joins the batch
+ *    to prefix its length: two more copies of every produced byte. Without
+ *    compression, the batch here is checksummed piece by piece (CRC-32C
+ *    continues from one piece to the next) and framed by its size, so the
+ *    only copy left is the one into the socket. Compressed batches keep
+ *    kafkajs's encoder (the codec reads the records joined anyway). Needs
+ *    the native CRC and the referencing Encoder; installed before kafkajs's
+ *    produce request captures RecordBatch, like the CRC.
+ */
+interface RecordBatchOptions {
+  compression?: number;
+  firstOffset?: unknown;
+  firstTimestamp?: number;
+  maxTimestamp?: number;
+  partitionLeaderEpoch?: number;
+  lastOffsetDelta?: number;
+  transactional?: boolean;
+  producerId?: unknown;
+  producerEpoch?: number;
+  firstSequence?: number;
+  records?: EncoderLike[];
+}
+
+interface KafkaEncoder extends EncoderLike {
+  writeInt8(v: number): KafkaEncoder;
+  writeInt16(v: number): KafkaEncoder;
+  writeInt32(v: number): KafkaEncoder;
+  writeUInt32(v: number): KafkaEncoder;
+  writeInt64(v: unknown): KafkaEncoder;
+  writeArray(array: unknown[], type?: string): KafkaEncoder;
+}
+
+/** CRC-32C of an encoder's bytes without joining them. */
+function encoderCrc(enc: EncoderLike, crc: NativeCrc): number {
+  let c = 0;
+  for (const piece of enc.chunks ?? []) c = crc(piece, c);
+  return crc(enc.buf.subarray(0, enc.offset), c) >>> 0;
+}
+
+function patchRecordBatch(): boolean {
+  if (!native || !kafkaEncoderPatched || kafkaCrcImplementation !== 'native') return false;
+  const producePath = require.resolve('kafkajs/src/protocol/requests/produce/v3/request.js');
+  if (require.cache[producePath]) return false; // it captured kafkajs's RecordBatch already
+  const v0 = require('kafkajs/src/protocol/recordBatch/v0/index.js') as {
+    RecordBatch: (o: RecordBatchOptions) => Promise<EncoderLike>;
+    MAGIC_BYTE: number;
+  };
+  const Encoder = require('kafkajs/src/protocol/encoder.js') as new () => KafkaEncoder;
+  const Long = require('kafkajs/src/utils/long.js') as { fromInt(n: number): unknown; fromValue(n: number): unknown };
+  const original = v0.RecordBatch;
+  const crc = native;
+  const NONE = 0;
+  const TRANSACTIONAL_MASK = 16;
+  v0.RecordBatch = async (opts: RecordBatchOptions) => {
+    if ((opts.compression ?? NONE) !== NONE) return original(opts);
+    const now = Date.now();
+    const records = opts.records ?? [];
+    const body = new Encoder()
+      .writeInt16(opts.transactional ? TRANSACTIONAL_MASK : 0)
+      .writeInt32(opts.lastOffsetDelta ?? 0)
+      .writeInt64(opts.firstTimestamp ?? now)
+      .writeInt64(opts.maxTimestamp ?? now)
+      .writeInt64(opts.producerId ?? Long.fromValue(-1))
+      .writeInt16(opts.producerEpoch ?? 0)
+      .writeInt32(opts.firstSequence ?? 0);
+    if (records.every((r) => typeof r === typeof records[0])) body.writeArray(records, typeof records[0]);
+    else body.writeArray(records);
+    const batch = new Encoder()
+      .writeInt32(opts.partitionLeaderEpoch ?? 0)
+      .writeInt8(v0.MAGIC_BYTE)
+      .writeUInt32(encoderCrc(body, crc));
+    batch.writeEncoder(body);
+    const out = new Encoder().writeInt64(opts.firstOffset ?? Long.fromInt(0)).writeInt32(batch.size());
+    out.writeEncoder(batch);
+    return out;
+  };
+  return true;
+}
+
+/** Whether uncompressed record batches are checksummed and framed without joining (item 4). */
+export const kafkaRecordBatchPatched = patchRecordBatch();

@@ -133,3 +133,49 @@ describe('kafkajs Encoder growth without zero-filling', () => {
     decoded.records.forEach((r, i) => expect(Buffer.compare(r.value, values[i]!)).toBe(0));
   });
 });
+
+describe('kafkajs record batches checksummed and framed without joining', () => {
+  type Batch = (o: object) => Promise<{ buffer: Buffer; size(): number }>;
+  /** kafkajs's own RecordBatch, loaded afresh from its source (the cached module holds the patched one). */
+  function kafkajsRecordBatch(): Batch {
+    const path = require.resolve('kafkajs/src/protocol/recordBatch/v0/index.js');
+    const patched = require.cache[path];
+    delete require.cache[path];
+    try {
+      return (require(path) as { RecordBatch: Batch }).RecordBatch;
+    } finally {
+      require.cache[path] = patched;
+    }
+  }
+
+  test('is patched', async () => {
+    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaRecordBatchPatched).toBe(true);
+  });
+
+  test('gives exactly kafkajs\'s bytes for small, large and mixed records, with and without transactions', async () => {
+    const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0/index.js') as { RecordBatch: Batch };
+    const original = kafkajsRecordBatch();
+    expect(RecordBatch).not.toBe(original);
+    const Record = require('kafkajs/src/protocol/recordBatch/record/v0/index.js') as (o: object) => unknown;
+    const Long = require('kafkajs/src/utils/long.js') as { fromValue(n: number): unknown };
+    const cases = [[], [5], [20_000], [16 * 1024 - 1, 16 * 1024, 3], [700_000, 5, 45_000, 1]];
+    for (const [i, sizes] of cases.entries()) {
+      for (const transactional of [false, true]) {
+        const records = () => sizes.map((n, k) => Record({ offsetDelta: k, key: Buffer.from(`k${k}`), value: Buffer.alloc(n, 3 + k + i) }));
+        const opts = {
+          firstTimestamp: 1_700_000_000_000 + i,
+          maxTimestamp: 1_700_000_000_009 + i,
+          lastOffsetDelta: Math.max(0, sizes.length - 1),
+          producerId: Long.fromValue(4242),
+          producerEpoch: 3,
+          firstSequence: 17 * i,
+          transactional,
+        };
+        const mine = await RecordBatch({ ...opts, records: records() });
+        const theirs = (await original({ ...opts, records: records() })).buffer;
+        expect(mine.size()).toBe(theirs.length);
+        expect(Buffer.compare(mine.buffer, theirs), `case ${i} transactional ${transactional}`).toBe(0);
+      }
+    }
+  });
+});
