@@ -5,7 +5,7 @@
  */
 // First (module evaluation follows this order): swaps in a native CRC-32C
 // before kafkajs loads its record-batch encoder.
-export { kafkaCrcImplementation } from './kafkajs-speedups.js';
+export { kafkaCrcImplementation, kafkaPatchesEnabled } from './kafkajs-speedups.js';
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';

@@ -2,6 +2,8 @@
  * CPU savings in kafkajs's produce path, measured with `bench e2e
  * --cpu-prof` (bench/README.md, "e2e"). Import this module before anything
  * loads kafkajs (streams/kafka-client.ts and cli/main.ts do).
+ * `ROLLOUT_STREAM_KAFKAJS_PATCHES=0` leaves kafkajs as it is (to rule the
+ * patches out when debugging, or to measure them: bench/produce-cpu.ts).
  *
  * 1. A native CRC-32C for kafkajs's record batches.
  *
@@ -33,7 +35,10 @@ function loadNative(): NativeCrc | undefined {
   }
 }
 
-const native = loadNative();
+/** Whether the patches below are installed at all (`ROLLOUT_STREAM_KAFKAJS_PATCHES=0`: none). */
+export const kafkaPatchesEnabled = process.env.ROLLOUT_STREAM_KAFKAJS_PATCHES !== '0';
+
+const native = kafkaPatchesEnabled ? loadNative() : undefined;
 
 function install(): 'native' | 'kafkajs' {
   if (!native) return 'kafkajs';
@@ -111,6 +116,7 @@ function isEncoder(v: unknown): v is EncoderLike {
 }
 
 function patchEncoder(): boolean {
+  if (!kafkaPatchesEnabled) return false;
   const Encoder = require('kafkajs/src/protocol/encoder.js') as { prototype: EncoderLike; nextPowerOfTwo(n: number): number };
   const proto = Encoder.prototype;
   const getter = Object.getOwnPropertyDescriptor(proto, 'buffer')?.get;
