@@ -179,3 +179,29 @@ describe('kafkajs record batches checksummed and framed without joining', () => 
     }
   });
 });
+
+describe('ROLLOUT_STREAM_KAFKAJS_PATCHES=0', () => {
+  test('leaves kafkajs as published', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const module = fileURLToPath(new URL('../../../streams/kafkajs-speedups.ts', import.meta.url));
+    const script = `const m = await import(${JSON.stringify(module)});
+      const { createRequire } = await import('node:module');
+      const require = createRequire(${JSON.stringify(module)});
+      const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0/index.js');
+      const Encoder = require('kafkajs/src/protocol/encoder.js');
+      const own = (fn) => fn.toString().includes('crc32C(batchBody.buffer)');
+      console.log(JSON.stringify([m.kafkaPatchesEnabled, m.kafkaCrcImplementation, m.kafkaEncoderPatched, m.kafkaRecordBatchPatched,
+        own(RecordBatch), Encoder.prototype.ensureAvailable.toString().includes('Buffer.alloc(')]));`;
+    const run = (value: string) => {
+      const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        env: { ...process.env, ROLLOUT_STREAM_KAFKAJS_PATCHES: value },
+        encoding: 'utf8',
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim()) as unknown[];
+    };
+    expect(run('0')).toEqual([false, 'kafkajs', false, false, true, true]);
+    expect(run('1')).toEqual([true, 'native', true, true, false, false]);
+  });
+});
