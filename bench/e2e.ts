@@ -12,6 +12,7 @@
  * (read_committed, so after the pack transaction committed).
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -51,6 +52,53 @@ registry), the broker's raw throughput for the same record size
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
 
+
+/** A TCP port free on 127.0.0.1 right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Mean milliseconds per transaction phase over every stage process, from
+ * their /metrics (`rollout_stream_transaction_phase_seconds`), grouped by
+ * stage in pipeline order, e.g. "accumulate send 6.8, send_offsets 6.0 ·
+ * postprocess process 4.0, send 9.8, … · accumulate+postprocess+pack commit
+ * 2.3 (420)". Null when no process answered.
+ */
+async function transactionPhases(ports: number[]): Promise<string | null> {
+  const totals = new Map<string, Map<string, { sum: number; count: number }>>();
+  for (const port of ports) {
+    const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text()).catch(() => null);
+    if (text === null) continue;
+    for (const m of text.matchAll(/^rollout_stream_transaction_phase_seconds_(sum|count)\{([^}]*)\} (\S+)$/gm)) {
+      const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+      const byPhase = totals.get(labels.stage!) ?? totals.set(labels.stage!, new Map()).get(labels.stage!)!;
+      const t = byPhase.get(labels.phase!) ?? byPhase.set(labels.phase!, { sum: 0, count: 0 }).get(labels.phase!)!;
+      if (m[1] === 'sum') t.sum += Number(m[3]);
+      else t.count += Number(m[3]);
+    }
+  }
+  if (totals.size === 0) return null;
+  const stageOrder = ['accumulate', 'postprocess', 'pack', 'accumulate+postprocess+pack', 'batch-metrics'];
+  const phaseOrder = ['process', 'send', 'send_offsets', 'commit'];
+  const rank = (order: string[], x: string) => (order.includes(x) ? order.indexOf(x) : order.length);
+  return [...totals]
+    .sort(([a], [b]) => rank(stageOrder, a) - rank(stageOrder, b))
+    .map(([stage, byPhase]) => {
+      const parts = [...byPhase]
+        .sort(([a], [b]) => rank(phaseOrder, a) - rank(phaseOrder, b))
+        .map(([phase, t]) => `${phase} ${((t.sum / Math.max(1, t.count)) * 1000).toFixed(1)}${phase === 'commit' ? ` (${t.count})` : ''}`);
+      return `${stage} ${parts.join(', ')}`;
+    })
+    .join(' · ');
+}
 
 /** Runs Kafka's ProducerPerformance against a scratch topic; returns MB/s. */
 function rawBrokerMBps(brokers: string, topic: string, recordSize: number, records: number): number {
@@ -213,11 +261,15 @@ export async function main(argv: string[]): Promise<number> {
   const launches = Array.from({ length: instances }, () => stageSets).flat();
   // --cpu-prof DIR: each stage process writes a V8 CPU profile there when it exits.
   const profArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : [];
+  // Each stage process serves /metrics on its own port: its transaction phases are read at the end.
+  const ports = await Promise.all(launches.map(() => freePort()));
   const stages = launches.map((set, i) => ({
     name: `stages[${i}] ${set}`,
+    metricsPort: ports[i]!,
     child: spawn(process.execPath, [...profArgs, '--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet', ...(values.separate ? ['--separate'] : [])], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, METRICS_PORT: String(ports[i]) },
     }),
   }));
   const broker = localPid('broker');
@@ -306,6 +358,7 @@ export async function main(argv: string[]): Promise<number> {
   const seconds = (Date.now() - t0) / 1000;
   rss.sample();
   rss.stop();
+  const phases = await transactionPhases(stages.map((s) => s.metricsPort));
   await reader.disconnect();
   await dlReader.disconnect();
   // Stop the stages and wait for them (a --cpu-prof profile is written on exit).
@@ -365,6 +418,7 @@ export async function main(argv: string[]): Promise<number> {
           `latency (batch 2+) p50 ${percentile(warm, 50)} ms, p90 ${percentile(warm, 90)} ms, p99 ${percentile(warm, 99)} ms, max ${warm[warm.length - 1]} ms (${warm.length} groups after the first batch)`,
         ]
       : []),
+    ...(phases ? [`tx phases (mean ms) ${phases}`] : []),
     `RSS peak           ${[...rss.peak].map(([n, kb]) => `${n} ${mib(kb)}`).join('; ')}`,
   ];
   if (rss.perMinute.length > 2) {

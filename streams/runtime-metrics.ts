@@ -22,6 +22,13 @@ export class RuntimeMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
+  readonly transactionPhaseSeconds = new Histogram({
+    name: `${P}transaction_phase_seconds`,
+    help: 'Time inside a transaction by phase: send (one step\'s outputs), process (a fused downstream stage), send_offsets (one consumer group), commit',
+    labelNames: ['stage', 'phase'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
   readonly batchSeconds = new Histogram({
     name: `${P}batch_seconds`,
     help: 'Time to process and commit one consumed batch',

@@ -464,30 +464,47 @@ export class StageRunner {
   private async commit(task: PartitionTask, out: StageOutput, sources: InputRecord[], nextOffset: string | null): Promise<void> {
     const t0 = performance.now();
     const chain = this.o.downstream ?? [];
-    const offsets: Array<{ groupId: string; topic: string; offset: string }> = [];
-    if (nextOffset !== null) offsets.push({ groupId: this.o.groupId, topic: this.o.stage.inputTopic, offset: nextOffset });
+    const offsets: Array<{ stage: string; groupId: string; topic: string; offset: string }> = [];
+    if (nextOffset !== null) offsets.push({ stage: this.o.stage.name, groupId: this.o.groupId, topic: this.o.stage.inputTopic, offset: nextOffset });
     const tallies: StepTally[] = [];
     const inputs: Array<[string, number]> = [];
+    const phases: Array<[stage: string, phase: string, seconds: number]> = [];
+    let lap = performance.now();
+    const phase = (stage: string, name: string) => {
+      const now = performance.now();
+      phases.push([stage, name, (now - lap) / 1000]);
+      lap = now;
+    };
     const tx = await task.producer.transaction();
     try {
       let step = { stage: this.o.stage, out, sources };
       for (let i = 0; ; i++) {
         const next = chain[i];
         const written = await this.sendStep(tx, task.partition, step, next?.stage.inputTopic, tallies);
+        phase(step.stage.name, 'send');
         if (!next || written.length === 0) break;
-        offsets.push({ groupId: next.groupId, topic: next.stage.inputTopic, offset: (BigInt(written[written.length - 1]!.offset) + 1n).toString() });
+        offsets.push({
+          stage: next.stage.name,
+          groupId: next.groupId,
+          topic: next.stage.inputTopic,
+          offset: (BigInt(written[written.length - 1]!.offset) + 1n).toString(),
+        });
         inputs.push([next.stage.name, written.length]);
         step = { stage: next.stage, out: await task.downstream[i]!.process(written, Date.now()), sources: written };
+        phase(next.stage.name, 'process');
       }
       for (const o of offsets) {
         await tx.sendOffsets({ consumerGroupId: o.groupId, topics: [{ topic: o.topic, partitions: [{ partition: task.partition, offset: o.offset }] }] });
+        phase(o.stage, 'send_offsets');
       }
       await tx.commit();
+      phase(this.stageName, 'commit');
     } catch (e) {
       if (tx.isActive()) await tx.abort().catch(() => undefined);
       throw e;
     }
     this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
+    for (const [stage, name, seconds] of phases) this.o.metrics.transactionPhaseSeconds.observe({ stage, phase: name }, seconds);
     for (const [stage, n] of inputs) this.o.metrics.recordsIn.inc({ stage }, n);
     for (const t of tallies) {
       for (const m of t.messages) this.o.metrics.recordsOut.inc({ stage: t.stage, topic: m.topic });

@@ -22,6 +22,7 @@ describe('benchmark commands', () => {
     expect(out).toMatch(/^latency \(batch 2\+\) p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms \(2 groups after the first batch\)$/m);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(out).toMatch(/^latency\s+p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms/m);
+    expect(out).toMatch(/^tx phases \(mean ms\) accumulate send [\d.]+, send_offsets [\d.]+ · postprocess process [\d.]+, send [\d.]+, send_offsets [\d.]+ · pack process [\d.]+, send [\d.]+, send_offsets [\d.]+ · accumulate\+postprocess\+pack commit [\d.]+ \(\d+\)/m);
     expect(out).toMatch(/^RSS peak\s+stages\[0\] accumulate,postprocess,pack \d+ MiB; bench \d+ MiB/m);
     expect(number(out, /^broker raw\s+([\d.]+) MB\/s/m)).toBeGreaterThan(0);
     const lines = out.trim().split('\n');

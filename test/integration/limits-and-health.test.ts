@@ -66,6 +66,18 @@ describe('record size limits and health endpoints', () => {
     expect(text).toMatch(/rollout_stream_dead_letters_total\{stage="accumulate",reason="record_too_large"\} 1/);
     expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="accumulate\+postprocess\+pack"\} \d+/);
     expect(text).toMatch(/rollout_stream_transaction_seconds_count\{stage="batch-metrics"\} \d+/);
+    // Where the fused transaction's time goes: each step's send and offsets, each downstream stage's processing, the commit.
+    for (const [stage, phase] of [
+      ['accumulate', 'send'],
+      ['accumulate', 'send_offsets'],
+      ['postprocess', 'process'],
+      ['postprocess', 'send'],
+      ['pack', 'process'],
+      ['pack', 'send_offsets'],
+      ['accumulate+postprocess+pack', 'commit'],
+    ]) {
+      expect(text).toMatch(new RegExp(`rollout_stream_transaction_phase_seconds_count\\{stage="${stage!.replace(/\+/g, '\\+')}",phase="${phase}"\\} [1-9]\\d*`));
+    }
     const health = await fetch(`http://127.0.0.1:${PORT}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ stages: ['accumulate', 'postprocess', 'pack', 'batch-metrics'], fused: true });
