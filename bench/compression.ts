@@ -151,10 +151,10 @@ class Lane {
   private readonly producer;
 
   constructor(
-    private readonly kafka: Kafka,
+    kafka: Kafka,
     readonly topic: string,
     readonly codec: CompressionName,
-    private readonly maxMessageBytes: number,
+    maxMessageBytes: number,
   ) {
     this.consumer = kafka.consumer({
       groupId: `${topic}.reader`,

@@ -88,3 +88,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 process.exitCode = await main(process.argv.slice(2));
+// A failed command must end even if a client library left a timer or socket
+// behind: give it a few seconds to flush, then exit (unref: a process that is
+// done anyway exits at once).
+if (process.exitCode !== 0) setTimeout(() => process.exit(), 5_000).unref();

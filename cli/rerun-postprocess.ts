@@ -44,8 +44,8 @@ export interface RerunReport {
   metrics: MetricComparison[];
 }
 
-/** Creates the sandbox's penalized, metrics and dead-letter topics (and registers their schemas) if needed. */
-export async function ensureSandboxTopics(kafka: Kafka, registry: SchemaRegistryClient, config: Config, sandboxPrefix: string): Promise<TopicNames> {
+/** Creates the sandbox's penalized, metrics and dead-letter topics if needed (their schemas are registered by the codecs that write them). */
+export async function ensureSandboxTopics(kafka: Kafka, config: Config, sandboxPrefix: string): Promise<TopicNames> {
   const sandbox = { ...config, topics: { ...config.topics, prefix: sandboxPrefix } };
   const names = topicNames(sandboxPrefix);
   const wanted = new Set([names.penalized, names.metrics, names.deadLetter]);
@@ -85,7 +85,7 @@ export async function rerunPostprocess(o: {
   sourcePrefix: string;
   sandboxPrefix: string;
 }): Promise<RerunReport> {
-  const sandbox = await ensureSandboxTopics(o.kafka, o.registry, o.config, o.sandboxPrefix);
+  const sandbox = await ensureSandboxTopics(o.kafka, o.config, o.sandboxPrefix);
   const penalizedCodec = await new TopicCodec('penalized', subjectOf(sandbox.penalized), o.registry).init();
   const metricsCodec = await new TopicCodec('metrics', subjectOf(sandbox.metrics), o.registry).init();
   const deadLetterCodec = await new TopicCodec('deadLetter', subjectOf(sandbox.deadLetter), o.registry).init();

@@ -140,6 +140,8 @@ export const runtimeConfigSchema = z.strictObject({
   transaction_timeout_ms: z.number().int().positive().default(60_000),
   /** Consumer-group session timeout: how long a crashed instance holds its partitions. */
   session_timeout_ms: z.number().int().min(6_000).default(30_000),
+  /** A stage that is behind on its input and has committed nothing for this long logs a warning (checked every 5 s). */
+  stall_warn_ms: z.number().int().min(1_000).default(30_000),
 });
 
 export const configSchema = z.strictObject({

@@ -74,6 +74,7 @@ node --input-type=module -e '
 import { readFileSync, readdirSync } from "node:fs";
 const dir = process.argv[1];
 let passed = 0, failedN = 0, skipped = 0, failedFiles = 0;
+const retried = [];
 for (const f of readdirSync(dir)) {
   const text = readFileSync(`${dir}/${f}`, "utf8");
   if (f.endsWith(".json")) {
@@ -81,6 +82,8 @@ for (const f of readdirSync(dir)) {
     passed += r.numPassedTests; failedN += r.numFailedTests; skipped += r.numPendingTests + (r.numTodoTests ?? 0);
     // A file whose setup hook fails reports its tests as skipped, not failed: count the file.
     for (const s of r.testResults ?? []) if (s.status === "failed" && !(s.assertionResults ?? []).some((a) => a.status === "failed")) failedFiles++;
+    // Passed, but only on a retry: say so, so a flaky test never hides in "passed".
+    for (const s of r.testResults ?? []) for (const a of s.assertionResults ?? []) if (a.status === "passed" && (a.failureMessages ?? []).length > 0) retried.push(a.fullName ?? a.title);
   } else if (f.endsWith(".xml")) {
     const m = text.match(/<testsuite [^>]*>/);
     if (m) {
@@ -90,6 +93,7 @@ for (const f of readdirSync(dir)) {
     }
   }
 }
-console.log(`\ntests: ${passed} passed, ${failedN} failed${skipped ? `, ${skipped} skipped` : ""}${failedFiles ? `, ${failedFiles} test file(s) failed outside any test (setup or teardown)` : ""}`);
+for (const t of retried) console.log(`passed only on a retry: ${t}`);
+console.log(`\ntests: ${passed} passed, ${failedN} failed${skipped ? `, ${skipped} skipped` : ""}${retried.length ? ` (${retried.length} only on a retry)` : ""}${failedFiles ? `, ${failedFiles} test file(s) failed outside any test (setup or teardown)` : ""}`);
 ' "$RESULTS"
 exit $failed

@@ -227,6 +227,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       maxInflightBytes: config.runtime.max_inflight_bytes,
       transactionTimeoutMs: config.runtime.transaction_timeout_ms,
       sessionTimeoutMs: config.runtime.session_timeout_ms,
+      stallWarnMs: config.runtime.stall_warn_ms,
       metrics,
       log: o.log,
       ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
@@ -235,7 +236,16 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, config, mode.undrained, o.log);
   }
   const runners = plan.map(({ stage, client, downstream }) => makeRunner(stage, client, downstream));
-  for (const r of runners) await r.start();
+  // A runner that cannot start (after retrying transient errors) must not
+  // leave the others running in a process that looks alive: stop them all.
+  for (const [i, r] of runners.entries()) {
+    try {
+      await r.start();
+    } catch (e) {
+      await Promise.all(runners.slice(0, i + 1).map((s) => s.stop().catch(() => undefined)));
+      throw e;
+    }
+  }
   const gaugeTimer = setInterval(() => {
     let open = 0;
     for (const r of runners) open += r.gauges().open_groups ?? 0;

@@ -40,6 +40,8 @@ export interface StageRunnerOptions {
   maxInflightBytes: number;
   transactionTimeoutMs: number;
   sessionTimeoutMs: number;
+  /** Behind on input and nothing committed for this long: logged as stalled (default 30 s). */
+  stallWarnMs?: number;
   /** Producer compression of every output (bench/README.md "compression": none by default). */
   compression?: CompressionName;
   tickIntervalMs?: number;
@@ -67,9 +69,29 @@ interface StepTally {
 const FENCED = /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|INVALID_PRODUCER_ID_MAPPING|TRANSACTIONAL_ID_AUTHORIZATION/;
 /** Start-up steps (connect, join) taking longer than this are reported, and again at each multiple. */
 const SLOW_START_WARN_MS = 15_000;
+/** A stage with lag that has committed nothing for this long is reported as stalled (then at most this often). */
+const STALL_WARN_MS_DEFAULT = 30_000;
+
+/**
+ * Whether a Kafka error is worth retrying: kafkajs marks protocol and network
+ * errors `retriable`; "number of retries exceeded" wraps a retriable cause
+ * (kafkajs restarts its own consumer on it too). Authorization, bad config
+ * and our own programming errors are not.
+ */
+export function isTransientKafkaError(e: unknown): boolean {
+  const names = new Set(['KafkaJSNumberOfRetriesExceeded', 'KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSRequestTimeoutError', 'KafkaJSNoBrokerAvailableError', 'KafkaJSBrokerNotFound']);
+  for (let c = e as { name?: string; retriable?: boolean; cause?: unknown } | undefined, depth = 0; c && depth < 8; c = c.cause as typeof c, depth++) {
+    if (c.retriable === true || (c.name !== undefined && names.has(c.name))) return true;
+  }
+  return false;
+}
+
+/** Start-up retries a transient failure after this long, doubling up to START_RETRY_MAX_MS. */
+const START_RETRY_MS = 1_000;
+const START_RETRY_MAX_MS = 15_000;
 
 export class StageRunner {
-  private readonly consumer: Consumer;
+  private consumer: Consumer;
   private readonly admin: Admin;
   private readonly tasks = new Map<number, PartitionTask>();
   private assigned = new Set<number>();
@@ -78,9 +100,18 @@ export class StageRunner {
   private ticker: NodeJS.Timeout | null = null;
   private lagTimer: NodeJS.Timeout | null = null;
   private stopping = false;
+  /** When this runner last committed a transaction (or started). */
+  private lastProgressAt = Date.now();
+  private lastStallWarnAt = 0;
 
   constructor(private readonly o: StageRunnerOptions) {
-    this.consumer = o.kafka.consumer({
+    this.consumer = this.newConsumer();
+    this.admin = o.kafka.admin();
+  }
+
+  private newConsumer(): Consumer {
+    const o = this.o;
+    return o.kafka.consumer({
       groupId: o.groupId,
       readUncommitted: false,
       maxBytes: o.maxInflightBytes,
@@ -91,7 +122,6 @@ export class StageRunner {
       maxWaitTimeInMs: 50,
       allowAutoTopicCreation: false,
     });
-    this.admin = o.kafka.admin();
   }
 
   /** The stages this runner runs, in chain order (one unless fused). */
@@ -104,29 +134,88 @@ export class StageRunner {
     return this.stageNames.join('+');
   }
 
+  /**
+   * Connects, subscribes and joins the consumer group. A transient failure
+   * (the broker restarting, a coordinator still loading) is retried with
+   * backoff, with a fresh consumer each time, until it succeeds or `stop()`
+   * is called; anything else is thrown.
+   */
   async start(): Promise<void> {
-    const step = <T>(what: string, p: Promise<T>) => this.slowStep(what, p);
-    await step('connecting the admin client', this.admin.connect());
-    await step('connecting the consumer', this.consumer.connect());
-    this.consumer.on(this.consumer.events.GROUP_JOIN, (e) => {
-      const parts = e.payload.memberAssignment[this.o.stage.inputTopic] ?? [];
-      void this.onAssignment(new Set(parts));
+    await this.retryTransient('start-up', async () => {
+      await this.slowStep('connecting the admin client', this.admin.connect());
+      await this.startConsumer();
     });
-    this.consumer.on(this.consumer.events.CRASH, (e) => {
-      this.o.log.error(`${this.stageName}: consumer crashed: ${e.payload.error.message}; restarting`);
-      void this.dropAllTasks().then(() => this.prepareSoon(500));
-    });
-    await step('subscribing', this.consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true }));
-    // run() returns once the consumer has joined its group.
-    await step(`joining consumer group ${this.o.groupId}`, this.consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.onBatch(payload),
-    }));
     const interval = this.o.tickIntervalMs ?? 1000;
     this.ticker = setInterval(() => void this.tickAll(), interval);
     this.lagTimer = setInterval(() => void this.measureLag(), 5000);
+  }
+
+  private async startConsumer(): Promise<void> {
+    const consumer = this.consumer;
+    await this.slowStep('connecting the consumer', consumer.connect());
+    consumer.on(consumer.events.GROUP_JOIN, (e) => {
+      if (consumer !== this.consumer) return;
+      const parts = e.payload.memberAssignment[this.o.stage.inputTopic] ?? [];
+      void this.onAssignment(new Set(parts));
+    });
+    consumer.on(consumer.events.CRASH, (e) => {
+      if (consumer !== this.consumer || this.stopping) return;
+      if (e.payload.restart) {
+        this.o.log.error(`${this.stageName}: consumer crashed: ${e.payload.error.message}; kafkajs restarts it`);
+        void this.dropAllTasks().then(() => this.prepareSoon(500));
+        return;
+      }
+      // kafkajs gives up on this consumer: without a new one the stage would sit silent.
+      this.o.log.error(`${this.stageName}: consumer crashed and kafkajs will not restart it: ${e.payload.error.message}; starting a new consumer`);
+      void this.replaceConsumer();
+    });
+    await this.slowStep('subscribing', consumer.subscribe({ topic: this.o.stage.inputTopic, fromBeginning: true }));
+    // run() returns once the consumer has joined its group.
+    await this.slowStep(
+      `joining consumer group ${this.o.groupId}`,
+      consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: 4,
+        eachBatch: (payload) => this.onBatch(payload),
+      }),
+    );
+  }
+
+  /** After a crash kafkajs does not recover from: drop the tasks, and join again with a new consumer. */
+  private async replaceConsumer(): Promise<void> {
+    await this.dropAllTasks();
+    this.assigned = new Set();
+    const old = this.consumer;
+    this.consumer = this.newConsumer();
+    await old.disconnect().catch(() => undefined);
+    await this.retryTransient('restarting the consumer', () => this.startConsumer(), { retryAll: true }).catch((e: Error) => {
+      this.o.log.error(`${this.stageName}: could not restart the consumer: ${e.message}`);
+    });
+  }
+
+  /**
+   * Runs `fn` until it succeeds. After a failure the consumer is replaced by
+   * a new one (a half-started kafkajs consumer is not reused) and `fn` runs
+   * again after a backoff, if the error is transient (`retryAll`: any error)
+   * and the runner is not stopping.
+   */
+  private async retryTransient(what: string, fn: () => Promise<void>, opts: { retryAll?: boolean } = {}): Promise<void> {
+    for (let attempt = 1, wait = START_RETRY_MS; ; attempt++, wait = Math.min(wait * 2, START_RETRY_MAX_MS)) {
+      try {
+        await fn();
+        if (attempt > 1) this.o.log.info(`${this.stageName}: ${what} succeeded on attempt ${attempt}`);
+        return;
+      } catch (e) {
+        const old = this.consumer;
+        this.consumer = this.newConsumer();
+        await old.disconnect().catch(() => undefined);
+        if (this.stopping || !(opts.retryAll || isTransientKafkaError(e))) throw e;
+        this.o.log.warn(`${this.stageName}: ${what} failed (attempt ${attempt}): ${(e as Error).message}; retrying in ${wait / 1000} s`);
+        await sleep(wait);
+        if (this.stopping) throw e;
+      }
+    }
   }
 
   /** Awaits `p`, warning every 15 s that start-up is still waiting on `what`, so a stall is never silent. */
@@ -146,8 +235,25 @@ export class StageRunner {
   private async measureLag(): Promise<void> {
     try {
       let lag = 0n;
-      for (const r of await unconsumedRanges(this.admin, this.o.stage.inputTopic, this.o.groupId)) lag += BigInt(r.end) - BigInt(r.start);
+      // A transactional writer leaves a commit marker after its records: one
+      // unconsumed offset may be only that; two or more hold a record.
+      let behind = false;
+      for (const r of await unconsumedRanges(this.admin, this.o.stage.inputTopic, this.o.groupId)) {
+        const n = BigInt(r.end) - BigInt(r.start);
+        lag += n;
+        if (n >= 2n) behind = true;
+      }
       this.o.metrics.consumerLag.set({ stage: this.stageName }, Number(lag));
+      const now = Date.now();
+      const stallMs = this.o.stallWarnMs ?? STALL_WARN_MS_DEFAULT;
+      if (behind && now - this.lastProgressAt > stallMs && now - this.lastStallWarnAt > stallMs) {
+        this.lastStallWarnAt = now;
+        const tasks = [...this.tasks.values()].map((t) => `${t.partition}${t.closed ? ' closed' : ''}`);
+        this.o.log.warn(
+          `${this.stageName}: ${lag} input records behind and nothing committed for ${Math.round((now - this.lastProgressAt) / 1000)} s ` +
+            `(assigned partitions [${[...this.assigned].sort().join(',')}], tasks [${tasks.join(', ')}])`,
+        );
+      }
     } catch {
       /* the broker is unavailable; the next round retries */
     }
@@ -503,6 +609,7 @@ export class StageRunner {
       if (tx.isActive()) await tx.abort().catch(() => undefined);
       throw e;
     }
+    this.lastProgressAt = Date.now();
     this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
     for (const [stage, name, seconds] of phases) this.o.metrics.transactionPhaseSeconds.observe({ stage, phase: name }, seconds);
     for (const [stage, n] of inputs) this.o.metrics.recordsIn.inc({ stage }, n);

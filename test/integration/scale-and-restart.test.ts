@@ -15,14 +15,28 @@ let env: TestEnv | undefined;
 
 afterEach(async (ctx) => {
   if (ctx.task.result?.state === 'fail') {
-    for (const p of procs) console.error(`--- ${p.name} (last lines) ---\n${p.log.slice(-80).join('\n')}`);
+    for (const p of procs) console.error(`--- ${p.name} (last distinct lines) ---\n${distinctTail(p.log, 80).join('\n')}`);
     // Written but unreadable (an open transaction holding the stable offset)
-    // or never written? The high watermarks tell.
+    // or never written? Consumed or not? High watermarks, committed offsets
+    // and the stage groups' states tell.
     if (env) {
       const names = topicNames(env.prefix);
-      for (const t of [names.groupComplete, names.penalized, names.packed]) {
+      for (const t of [names.rowCompleted, names.groupComplete, names.penalized, names.packed]) {
         const offsets = await env.admin.fetchTopicOffsets(t).catch(() => []);
         console.error(`${t}: high watermarks ${offsets.map((o) => o.high).join(',')}`);
+      }
+      const stageInputs: Array<[string, string]> = [
+        ['accumulate', names.rowCompleted],
+        ['postprocess', names.groupComplete],
+        ['pack', names.penalized],
+        ['batch-metrics', names.metrics],
+      ];
+      for (const [stage, topic] of stageInputs) {
+        const groupId = `${env.prefix}rollout-stream.${stage}`;
+        const committed = await env.admin.fetchOffsets({ groupId, topics: [topic] }).catch(() => []);
+        const { groups } = await env.admin.describeGroups([groupId]).catch(() => ({ groups: [] as Array<{ state: string; members: unknown[] }> }));
+        const offsets = committed.flatMap((t) => t.partitions.map((p) => p.offset)).join(',');
+        console.error(`${groupId}: ${groups[0]?.state ?? '?'} with ${groups[0]?.members.length ?? '?'} member(s); committed ${offsets}`);
       }
     }
   }
@@ -30,6 +44,22 @@ afterEach(async (ctx) => {
   procs = [];
   await env?.close();
 });
+
+/** The last `n` log lines whose message (timestamp left out) differs from every later one's, with repeat counts. */
+function distinctTail(log: string[], n: number): string[] {
+  const seen = new Map<string, number>();
+  const out: string[] = [];
+  for (let i = log.length - 1; i >= 0 && out.length < n; i--) {
+    const message = log[i]!.replace(/^\S+Z /, '');
+    const count = seen.get(message);
+    seen.set(message, (count ?? 0) + 1);
+    if (count === undefined) out.push(log[i]!);
+  }
+  return out.reverse().map((l) => {
+    const times = seen.get(l.replace(/^\S+Z /, ''))!;
+    return times > 1 ? `${l}   [×${times}]` : l;
+  });
+}
 
 function events(prefix: string, seed: number, batches: number): LoadgenEvent[] {
   return [...generateEvents({ batches, groupsPerBatch: 30, generations: 4, seed, profile: 'small', runId: `${prefix}run` })];
@@ -57,14 +87,20 @@ describe('scaling and broker restarts', () => {
     await assertExactlyOnce(env.kafka, env.registry, env.prefix, want);
   });
 
-  // Known flaky (about 1 run in 4 here): after the restart the stages
-  // sometimes do not get the packed records readable within the wait; the
-  // failure dump above shows the stage logs and high watermarks. Retried
-  // while that is investigated (see the runtime issue's note).
+  // The restart comes about 3 s after the process starts, often while its
+  // runners are still joining their groups one after the other. That used
+  // to fail about 1 run in 4 in the full suite (pack never consumed: its
+  // start-up failed on the restarting broker while the other stages kept the
+  // process alive). Start-up now retries transient errors with a fresh
+  // consumer, and a runner that cannot start stops the whole process
+  // (stage-runner.ts `start`, pipeline.ts). A failure dumps each process's
+  // distinct log lines, high watermarks, committed offsets and group states.
+  // One retry stays as a guard until CI runs confirm the fix (the JSON report
+  // under .local/test-results shows whether a first attempt failed).
   test.each([
     { mode: 'fused', args: [] as string[] },
     { mode: 'separate', args: ['--separate'] },
-  ])('the stages ($mode) recover by themselves when the broker restarts mid-run', { retry: 3, timeout: 300_000 }, async ({ args }) => {
+  ])('the stages ($mode) recover by themselves when the broker restarts mid-run', { retry: 1, timeout: 300_000 }, async ({ args }) => {
     env = await testEnv('broker-restart');
     const all = events(env.prefix, 5, 3);
     const want = await expectedRun(env.config, all);

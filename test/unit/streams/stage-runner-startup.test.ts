@@ -1,0 +1,131 @@
+/**
+ * The stage runner's start-up and crash policy, against a scripted stand-in
+ * for kafkajs's consumer (the Kafka behaviour itself is covered by the
+ * integration suite's broker-restart tests): transient errors are retried with
+ * a fresh consumer, anything else fails start-up, and a crash kafkajs will not
+ * recover from gets a new consumer instead of a silent stage.
+ */
+import { EventEmitter } from 'node:events';
+import type { Kafka } from 'kafkajs';
+import { afterEach, describe, expect, test } from 'vitest';
+import { RuntimeMetrics } from '../../../streams/runtime-metrics.js';
+import { isTransientKafkaError, StageRunner } from '../../../streams/stage-runner.js';
+import type { Stage } from '../../../streams/stage.js';
+
+const EVENTS = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' };
+
+class ScriptedConsumer extends EventEmitter {
+  readonly events = EVENTS;
+  disconnected = false;
+  ran = false;
+  constructor(private readonly runResult: () => Promise<void>) {
+    super();
+  }
+  async connect() {}
+  async subscribe() {}
+  async run() {
+    await this.runResult();
+    this.ran = true;
+  }
+  async disconnect() {
+    this.disconnected = true;
+  }
+  crash(error: Error, restart: boolean) {
+    this.emit(EVENTS.CRASH, { payload: { error, restart } });
+  }
+}
+
+function kafkaError(name: string, message: string, retriable: boolean): Error {
+  return Object.assign(new Error(message), { name, retriable });
+}
+
+const COORDINATOR_LOADING = () => kafkaError('KafkaJSProtocolError', "The coordinator is loading and hence can't process requests", true);
+const NOT_AUTHORIZED = () => kafkaError('KafkaJSProtocolError', 'Not authorized to access topics: [Topic authorization failed]', false);
+
+let runner: StageRunner | undefined;
+afterEach(async () => {
+  await runner?.stop();
+  runner = undefined;
+});
+
+function setup(runResults: Array<() => Promise<void>>) {
+  const consumers: ScriptedConsumer[] = [];
+  const logs: string[] = [];
+  const kafka = {
+    consumer: () => {
+      const c = new ScriptedConsumer(runResults[Math.min(consumers.length, runResults.length - 1)]!);
+      consumers.push(c);
+      return c;
+    },
+    admin: () => ({
+      connect: async () => undefined,
+      disconnect: async () => undefined,
+      fetchTopicOffsets: async () => {
+        throw new Error('no broker in this test');
+      },
+    }),
+  } as unknown as Kafka;
+  const log = { info: (m: string) => logs.push(`info ${m}`), warn: (m: string) => logs.push(`warn ${m}`), error: (m: string) => logs.push(`error ${m}`) };
+  runner = new StageRunner({
+    kafka,
+    stage: { name: 'pack', inputTopic: 't.in', outputTopics: [], createProcessor: () => ({ process: async () => ({ messages: [], deadLetters: [], changelog: [] }) }) } as unknown as Stage,
+    groupId: 'g',
+    deadLetterTopic: 't.dl',
+    deadLetterCodec: {} as never,
+    maxMessageBytes: 1 << 20,
+    maxInflightBytes: 1 << 24,
+    transactionTimeoutMs: 60_000,
+    sessionTimeoutMs: 30_000,
+    metrics: new RuntimeMetrics(),
+    log,
+  });
+  return { consumers, logs, runner };
+}
+
+describe('stage runner start-up', () => {
+  test('a transient failure to join is retried with a new consumer until it works', async () => {
+    const { consumers, logs, runner } = setup([() => Promise.reject(COORDINATOR_LOADING()), () => Promise.reject(COORDINATOR_LOADING()), async () => undefined]);
+    await runner.start();
+    expect(consumers).toHaveLength(3);
+    expect(consumers.map((c) => [c.ran, c.disconnected])).toEqual([[false, true], [false, true], [true, false]]);
+    expect(logs.filter((l) => l.startsWith('warn'))).toEqual([
+      "warn pack: start-up failed (attempt 1): The coordinator is loading and hence can't process requests; retrying in 1 s",
+      "warn pack: start-up failed (attempt 2): The coordinator is loading and hence can't process requests; retrying in 2 s",
+    ]);
+    expect(logs).toContain('info pack: start-up succeeded on attempt 3');
+  }, 10_000);
+
+  test('a failure that is not transient stops start-up at once', async () => {
+    const { consumers, runner } = setup([() => Promise.reject(NOT_AUTHORIZED())]);
+    await expect(runner.start()).rejects.toThrow(/Not authorized/);
+    expect(consumers[0]!.disconnected).toBe(true);
+  });
+
+  test('a crash kafkajs restarts itself is left to kafkajs; one it gives up on gets a new consumer', async () => {
+    const { consumers, logs, runner } = setup([async () => undefined]);
+    await runner.start();
+    consumers[0]!.crash(COORDINATOR_LOADING(), true);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(consumers).toHaveLength(1);
+    expect(logs).toContain("error pack: consumer crashed: The coordinator is loading and hence can't process requests; kafkajs restarts it");
+    consumers[0]!.crash(NOT_AUTHORIZED(), false);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(consumers).toHaveLength(2);
+    expect(consumers[1]!.ran).toBe(true);
+    expect(logs.some((l) => l.includes('kafkajs will not restart it'))).toBe(true);
+    // Events of the replaced consumer are ignored.
+    consumers[0]!.crash(NOT_AUTHORIZED(), false);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(consumers).toHaveLength(2);
+  });
+
+  test.each([
+    [COORDINATOR_LOADING(), true],
+    [NOT_AUTHORIZED(), false],
+    [kafkaError('KafkaJSNumberOfRetriesExceeded', 'retries exceeded', false), true],
+    [Object.assign(kafkaError('KafkaJSNonRetriableError', 'wrapped', false), { cause: kafkaError('KafkaJSConnectionError', 'Connection error: ECONNREFUSED', true) }), true],
+    [new TypeError('x is undefined'), false],
+  ])('isTransientKafkaError(%s) is %s', (e, want) => {
+    expect(isTransientKafkaError(e)).toBe(want);
+  });
+});
