@@ -212,3 +212,20 @@ def test_trainer_wire_vectors_decode_without_copying_tensor_bytes(mode):
                 assert np.shares_memory(arr, message), f"{name} {field} was copied"
                 seen += 1
     assert seen >= 8, "the trainer-wire vectors have zero-copy fields to check"
+
+
+def test_views_of_the_message_are_read_only_in_numpy_and_writable_in_torch():
+    """As python/README.md says: numpy views of the immutable message are read-only, copies are
+    writable, and torch tensors can be changed in place either way."""
+    schema = vector_schema()
+    value = (VECTORS / "small-text-0.avro").read_bytes()  # trainer wire: every field a view
+    g = decode_packed_body(memoryview(value)[5:], schema, jagged="numpy")
+    assert not g.fields["input_ids"].values.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        g.fields["total_reward"][0] = 1.0
+    narrow = (VECTORS / "routes-media-violations-0.avro").read_bytes()  # int32 ids on the wire: widened copy
+    assert decode_packed_body(memoryview(narrow)[5:], schema, jagged="numpy").fields["input_ids"].values.flags.writeable
+    t = decode_packed_body(memoryview(value)[5:], schema, jagged="torch")
+    before = t.fields["total_reward"].clone()
+    t.fields["total_reward"].add_(1)
+    assert (t.fields["total_reward"] == before + 1).all()
