@@ -72,6 +72,15 @@ const SLOW_START_WARN_MS = 15_000;
 /** A stage with lag that has committed nothing for this long is reported as stalled (then at most this often). */
 const STALL_WARN_MS_DEFAULT = 30_000;
 
+const TRANSIENT_ERROR_NAMES = new Set([
+  'KafkaJSNumberOfRetriesExceeded',
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSNoBrokerAvailableError',
+  'KafkaJSBrokerNotFound',
+]);
+
 /**
  * Whether a Kafka error is worth retrying: kafkajs marks protocol and network
  * errors `retriable`; "number of retries exceeded" wraps a retriable cause
@@ -79,9 +88,8 @@ const STALL_WARN_MS_DEFAULT = 30_000;
  * and our own programming errors are not.
  */
 export function isTransientKafkaError(e: unknown): boolean {
-  const names = new Set(['KafkaJSNumberOfRetriesExceeded', 'KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSRequestTimeoutError', 'KafkaJSNoBrokerAvailableError', 'KafkaJSBrokerNotFound']);
   for (let c = e as { name?: string; retriable?: boolean; cause?: unknown } | undefined, depth = 0; c && depth < 8; c = c.cause as typeof c, depth++) {
-    if (c.retriable === true || (c.name !== undefined && names.has(c.name))) return true;
+    if (c.retriable === true || (c.name !== undefined && TRANSIENT_ERROR_NAMES.has(c.name))) return true;
   }
   return false;
 }
