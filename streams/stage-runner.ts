@@ -194,12 +194,17 @@ export class StageRunner {
   private async replaceConsumer(): Promise<void> {
     await this.dropAllTasks();
     this.assigned = new Set();
-    const old = this.consumer;
-    this.consumer = this.newConsumer();
-    await old.disconnect().catch(() => undefined);
+    await this.renewConsumer();
     await this.retryTransient('restarting the consumer', () => this.startConsumer(), { retryAll: true }).catch((e: Error) => {
       this.o.log.error(`${this.stageName}: could not restart the consumer: ${e.message}`);
     });
+  }
+
+  /** Puts a new consumer in place of the current one (events of the old one are ignored from now on) and disconnects the old one. */
+  private async renewConsumer(): Promise<void> {
+    const old = this.consumer;
+    this.consumer = this.newConsumer();
+    await old.disconnect().catch(() => undefined);
   }
 
   /**
@@ -215,9 +220,7 @@ export class StageRunner {
         if (attempt > 1) this.o.log.info(`${this.stageName}: ${what} succeeded on attempt ${attempt}`);
         return;
       } catch (e) {
-        const old = this.consumer;
-        this.consumer = this.newConsumer();
-        await old.disconnect().catch(() => undefined);
+        await this.renewConsumer();
         if (this.stopping || !(opts.retryAll || isTransientKafkaError(e))) throw e;
         this.o.log.warn(`${this.stageName}: ${what} failed (attempt ${attempt}): ${(e as Error).message}; retrying in ${wait / 1000} s`);
         await sleep(wait);

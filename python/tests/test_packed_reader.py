@@ -16,7 +16,7 @@ from rollout_stream.avro_body import read_parts, read_record
 from rollout_stream.codec import record_parts
 from rollout_stream.encode import dense_field, encode_packed_body, jagged_field, packed_record, row_tags
 from rollout_stream.jagged_tensor import nested_from_jagged
-from rollout_stream.packed_reader import known_layout_symbols, read_packed_group
+from rollout_stream.packed_reader import known_layout, read_packed_group
 
 GROUPS = {
     "text-narrow": lambda: text_group(narrow=True),
@@ -47,9 +47,9 @@ def fastavro_parts(value, start, schema):
 def test_hand_reader_equals_fastavro_on_every_built_group(packed_schema, name, wrap):
     body = encode_packed_body(clean(GROUPS[name]()), packed_schema)
     value = wrap(b"\0" * 5 + body)
-    symbols = known_layout_symbols(packed_schema)
-    assert symbols == ("jagged", "dense")
-    assert comparable(read_packed_group(value, 5, symbols)) == comparable(fastavro_parts(value, 5, packed_schema))
+    layout = known_layout(packed_schema)
+    assert layout == (("jagged", "dense"), True)
+    assert comparable(read_packed_group(value, 5, *layout)) == comparable(fastavro_parts(value, 5, packed_schema))
 
 
 def test_tensor_bytes_come_back_as_views_of_the_message(packed_schema):
@@ -133,7 +133,7 @@ def test_a_writer_schema_with_an_added_field_is_read_by_fastavro(packed_schema_t
     field_rec = raw["fields"][4]["type"]["items"]
     field_rec["fields"].append({"name": "compression", "type": "string", "default": "none"})
     evolved = fastavro.parse_schema(raw)
-    assert known_layout_symbols(evolved) is None
+    assert known_layout(evolved) is None
     rec = clean(text_group())
     for f in rec["fields"]:
         f["compression"] = "none"
@@ -151,7 +151,7 @@ def test_a_renamed_enum_symbol_order_is_taken_from_the_writer(packed_schema_text
     layout = raw["fields"][4]["type"]["items"]["fields"][3]["type"]
     layout["symbols"] = ["dense", "jagged"]
     schema = fastavro.parse_schema(raw)
-    assert known_layout_symbols(schema) == ("dense", "jagged")
+    assert known_layout(schema) == (("dense", "jagged"), True)
     rec = clean(text_group())
     got = decode_packed_body(encode_packed_body(rec, schema), schema, jagged="numpy")
     assert got.field_info["input_ids"]["layout"] == "jagged" and got.field_info["input_lengths"]["layout"] == "dense"

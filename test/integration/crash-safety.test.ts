@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, test } from 'vitest';
 import { generateEvents, parseFaultSpec } from '../../loadgen/index.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, lcg, sendInSlices, testEnv, type TestEnv } from './helpers.js';
-import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
+import { kill, killAtRandomMoments, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 let env: TestEnv;
 let procs: StageProcess[] = [];
@@ -38,16 +38,12 @@ describe('crash safety', () => {
 
     // Deterministic "random" moments, so a failure can be replayed.
     const rand = lcg(20261129);
-    const kills: string[] = [];
-    for (let k = 0; k < 5; k++) {
-      await sleep(1500 + rand() * 2500);
-      const i = Math.floor(rand() * procs.length);
-      const victim = procs[i]!;
-      await kill(victim, 'SIGKILL');
-      kills.push(victim.name);
-      await sleep(300 + rand() * 700);
-      procs[i] = startStage(victim.name, victim.name, configPath);
-    }
+    const kills = await killAtRandomMoments(procs, rand, {
+      kills: 5,
+      wait: [1500, 2500],
+      down: [300, 700],
+      restart: (victim) => startStage(victim.name, victim.name, configPath),
+    });
     await sending;
     console.log(`killed: ${kills.join(', ')}`);
     await assertExactlyOnce(env.kafka, env.registry, env.prefix, want);

@@ -55,3 +55,36 @@ export async function kill(p: StageProcess, signal: NodeJS.Signals = 'SIGKILL'):
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The first line of `p`'s log matching `pattern`, waiting up to `ms` for it; undefined if none came. */
+export async function waitForLog(p: StageProcess, pattern: RegExp, ms: number): Promise<string | undefined> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const hit = p.log.find((l) => pattern.test(l));
+    if (hit !== undefined || Date.now() >= until) return hit;
+    await sleep(200);
+  }
+}
+
+/**
+ * SIGKILLs one of `procs` (chosen by `rand`) `kills` times: waits
+ * `wait[0] + rand() * wait[1]` ms, kills, waits `down[0] + rand() * down[1]`
+ * ms, then puts `restart(victim)` in its place. Returns the victims' names.
+ */
+export async function killAtRandomMoments(
+  procs: StageProcess[],
+  rand: () => number,
+  o: { kills: number; wait: [number, number]; down: [number, number]; restart: (victim: StageProcess) => StageProcess },
+): Promise<string[]> {
+  const killed: string[] = [];
+  for (let k = 0; k < o.kills; k++) {
+    await sleep(o.wait[0] + rand() * o.wait[1]);
+    const i = Math.floor(rand() * procs.length);
+    const victim = procs[i]!;
+    await kill(victim, 'SIGKILL');
+    killed.push(victim.name);
+    await sleep(o.down[0] + rand() * o.down[1]);
+    procs[i] = o.restart(victim);
+  }
+  return killed;
+}

@@ -8,7 +8,7 @@ import { generateEvents } from '../../loadgen/index.js';
 import { topicNames, topicSpecs } from '../../streams/topics.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
-import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
+import { kill, sleep, startStage, waitForLog, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 let proc: StageProcess | undefined;
 let env: TestEnv | undefined;
@@ -20,16 +20,6 @@ afterEach(async (ctx) => {
   await env?.close();
 });
 
-async function waitForLine(p: StageProcess, pattern: RegExp, timeoutMs: number): Promise<string | undefined> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    const hit = p.log.find((l) => pattern.test(l));
-    if (hit) return hit;
-    await sleep(250);
-  }
-  return undefined;
-}
-
 describe('stalled stages', () => {
   test('a stage whose output topic is missing logs that it is behind and committing nothing, then recovers exactly once when the topic is back', async () => {
     env = await testEnv('stall');
@@ -37,13 +27,13 @@ describe('stalled stages', () => {
     const all = [...generateEvents({ batches: 1, groupsPerBatch: 6, generations: 4, seed: 9, profile: 'small', runId: `${env.prefix}run` })];
     const want = await expectedRun(env.config, all);
     proc = startStage('all', 'accumulate,postprocess,pack', writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: 0, stall_warn_ms: 2000 } }));
-    expect(await waitForLine(proc, /accumulate\+postprocess\+pack: restored partitions/, 60_000)).toBeDefined();
+    expect(await waitForLog(proc, /accumulate\+postprocess\+pack: restored partitions/, 60_000)).toBeDefined();
     await env.admin.deleteTopics({ topics: [names.packed] });
     const producer = await connectRowProducer(env);
     await producer.send(all);
     await producer.disconnect();
 
-    const warning = await waitForLine(proc, /accumulate\+postprocess\+pack: \d+ input records behind and nothing committed for \d+ s \(assigned partitions \[[\d,]+\], tasks \[/, 45_000);
+    const warning = await waitForLog(proc, /accumulate\+postprocess\+pack: \d+ input records behind and nothing committed for \d+ s \(assigned partitions \[[\d,]+\], tasks \[/, 45_000);
     expect(warning, 'the stall is reported').toBeDefined();
     expect(proc.child.exitCode).toBeNull();
 

@@ -4,10 +4,11 @@ Builds Confluent-framed packed records of a realistic group (16 rows of
 4k–32k tokens, optional routed experts) the way the packer writes them: by
 default trainer dtypes on the wire with every tensor 64-byte aligned in the
 value (``--wire narrow``: int32 ids and uint8 masks, ``pack.wire_dtypes:
-narrow``; ``--unaligned``: no pads, as before the aligned writer), then times, in the same process and on the same bytes,
-(a) decoding every value with :class:`PackedDeserializer` and (b) a plain
-``bytearray(value)`` copy. The ratio copy_time / decode_time is the share of
-memcpy speed the decoder reaches (1.0 = as fast as copying the payload once).
+narrow``; ``--unaligned``: no pads, as before the aligned writer), then
+times, in the same process and on the same bytes, (a) decoding every value
+with :class:`PackedDeserializer` and (b) a plain ``bytearray(value)`` copy.
+The ratio copy_time / decode_time is the share of memcpy speed the decoder
+reaches (1.0 = as fast as copying the payload once).
 
 With ``--device`` the run is :mod:`rollout_stream.device_bench` instead
 (host→device copy and GPU padding against ``tensor.to(device)``). This module

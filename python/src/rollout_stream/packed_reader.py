@@ -107,11 +107,6 @@ def known_layout(schema: Mapping[str, Any]) -> tuple[tuple[str, ...], bool] | No
         return None
 
 
-def known_layout_symbols(schema: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """The ``Layout`` enum symbols when ``schema`` has a known layout, else ``None``."""
-    layout = known_layout(schema)
-    return None if layout is None else layout[0]
-
 
 def _truncated(where: str) -> DecodeError:
     return DecodeError(f"Avro body is truncated or malformed: {where}")
