@@ -13,11 +13,14 @@
 import type { Config } from '../config/schema.js';
 import {
   accumulateBatchEnd,
+  accumulateGymResult,
   accumulateRow,
   createAccumulatorState,
   finishInput,
   type AccumulateResult,
 } from '../processors/group-accumulator.js';
+import { ingestGymResult } from '../processors/gym-ingest.js';
+import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { packGroup } from '../processors/pack.js';
 import {
   computeBatchMetrics,
@@ -26,17 +29,21 @@ import {
   type ResolvedPostprocessConfig,
 } from '../processors/postprocess.js';
 import { validateRow } from '../processors/row-validation.js';
-import type { DeadLetterDecision, DeadLetterReason, PenalizedGroup, PromptGroup } from '../processors/types.js';
+import type { DeadLetterDecision, DeadLetterReason, PenalizedGroup, PromptGroup, RolloutRow } from '../processors/types.js';
 import { JsonFormError, parseJsonLine, type JsonLine } from '../schemas/json-form.js';
 
-export const OFFLINE_STAGES = ['accumulate', 'postprocess', 'pack', 'all'] as const;
+export const OFFLINE_STAGES = ['ingest', 'accumulate', 'postprocess', 'pack', 'all'] as const;
 export type OfflineStage = (typeof OFFLINE_STAGES)[number];
 
-/** A record `offline` writes: every line kind of the JSON form except input rows and BatchEnds. */
-export type OfflineOutput = Extract<JsonLine, { kind: 'group' | 'penalized' | 'packed' | 'metrics' | 'dead_letter' }>;
+/** A record `offline` writes: every line kind of the JSON form except input GymResults and BatchEnds (`ingest` writes rows). */
+export type OfflineOutput =
+  | Extract<JsonLine, { kind: 'batch_end' | 'group' | 'penalized' | 'packed' | 'metrics' | 'dead_letter' }>
+  | { kind: 'row'; record: RolloutRow };
 
 export interface OfflineCounts {
   lines: number;
+  /** GymResults converted into rows (SPEC §2.1). */
+  ingested: number;
   groups: number;
   penalized: number;
   packed: number;
@@ -46,16 +53,17 @@ export interface OfflineCounts {
 }
 
 const INPUT_KIND: Record<OfflineStage, JsonLine['kind'][]> = {
-  accumulate: ['row', 'batch_end'],
+  ingest: ['gym_result', 'batch_end'],
+  accumulate: ['row', 'gym_result', 'batch_end'],
   postprocess: ['group'],
   pack: ['penalized'],
-  all: ['row', 'batch_end'],
+  all: ['row', 'gym_result', 'batch_end'],
 };
 
 const NOW = 0;
 
 export class OfflinePipeline {
-  readonly counts: OfflineCounts = { lines: 0, groups: 0, penalized: 0, packed: 0, metrics: 0, replays: 0, dead_letters: {} };
+  readonly counts: OfflineCounts = { lines: 0, ingested: 0, groups: 0, penalized: 0, packed: 0, metrics: 0, replays: 0, dead_letters: {} };
   private readonly accumulator = createAccumulatorState();
   /** batch id → emitted groups' metric rows, for batch metrics at the end. */
   private readonly batchRows = new Map<string, Array<{ group_index: number; rows: MetricRow[] }>>();
@@ -64,6 +72,7 @@ export class OfflinePipeline {
     readonly stage: OfflineStage,
     private readonly config: Config,
     private readonly postprocessConfig: ResolvedPostprocessConfig,
+    private readonly ingestConfig: ResolvedIngestConfig,
     private readonly emit: (out: OfflineOutput) => void,
   ) {}
 
@@ -86,10 +95,16 @@ export class OfflinePipeline {
     }
     switch (line.kind) {
       case 'row':
-        this.accumulated(accumulateRow(this.accumulator, { record: line.record, payload: utf8(text) }, this.config.accumulate, NOW));
+        this.accumulated(accumulateRow(this.accumulator, this.rowInput(line.record, text), this.config.accumulate, NOW));
+        return;
+      case 'gym_result':
+        if (this.stage === 'ingest') this.ingest(line.record, text);
+        else this.accumulated(accumulateGymResult(this.accumulator, this.rowInput(line.record, text), this.config.accumulate, this.ingestConfig, NOW));
         return;
       case 'batch_end':
-        this.accumulated(accumulateBatchEnd(this.accumulator, line.end, this.config.accumulate, NOW));
+        // `ingest` only converts: BatchEnds pass through for the accumulate run that reads its output.
+        if (this.stage === 'ingest') this.emit(line);
+        else this.accumulated(accumulateBatchEnd(this.accumulator, line.end, this.config.accumulate, NOW));
         return;
       case 'group':
         this.groupFromInput(line.group);
@@ -100,6 +115,37 @@ export class OfflinePipeline {
       default:
         return;
     }
+  }
+
+  /**
+   * A row's input for accumulate: the line's bytes as its payload, and as its
+   * replay identity the line without `produced_at` (SPEC §3 rule 3), so a
+   * line repeated with another timestamp is a replay.
+   */
+  private rowInput(record: unknown, text: string): { record: unknown; payload: Uint8Array; identity: Uint8Array } {
+    const payload = utf8(text);
+    if (record === null || typeof record !== 'object' || !('produced_at' in record)) return { record, payload, identity: payload };
+    const { produced_at: _ignored, ...rest } = JSON.parse(text) as Record<string, unknown>;
+    return { record, payload, identity: utf8(JSON.stringify(rest)) };
+  }
+
+  /** `offline ingest`: one GymResult line → its row line, or a row-level dead letter. */
+  private ingest(record: unknown, text: string): void {
+    const converted = ingestGymResult(record, this.ingestConfig);
+    if (!converted.ok) {
+      this.deadLetter({
+        reason: converted.reason,
+        message: converted.message,
+        group_id: converted.group_id,
+        batch_id: converted.batch_id,
+        row_indices: converted.row_index === null ? [] : [converted.row_index],
+        missing_row_indices: [],
+        payloads: [utf8(text)],
+      });
+      return;
+    }
+    this.counts.ingested += 1;
+    this.emit({ kind: 'row', record: converted.row });
   }
 
   /** End of input: open groups become `incomplete_group`, then the batch metrics lines. */

@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
+import { resolveIngestConfig, type ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
 import { formatJsonLine } from '../schemas/json-form.js';
 import { parseFlags, reportError, UsageError, type Command } from './command.js';
@@ -41,9 +42,10 @@ export async function runOffline(
   output: (line: string) => void | Promise<void>,
   options: OfflineOptions = {},
 ): Promise<OfflineCounts> {
-  const resolved = resolvePostprocessConfig(config.postprocess, { configDir: options.configDir ?? process.cwd() });
+  const configDir = options.configDir ?? process.cwd();
+  const resolved = resolvePostprocessConfig(config.postprocess, { configDir });
   const pending: string[] = [];
-  const pipeline = new OfflinePipeline(stage, config, resolved, (out) => pending.push(formatJsonLine(out)));
+  const pipeline = new OfflinePipeline(stage, config, resolved, offlineIngestConfig(config, configDir), (out) => pending.push(formatJsonLine(out)));
   const flush = async () => {
     for (const line of pending.splice(0)) await output(line);
   };
@@ -56,23 +58,33 @@ export async function runOffline(
   return pipeline.counts;
 }
 
-const USAGE = `usage: ./rollout-stream offline <accumulate|postprocess|pack|all> [--config F]
+/** The `ingest` block resolved against the config file's folder (the tokenizer is loaded here). */
+export function offlineIngestConfig(config: Config, configDir: string): ResolvedIngestConfig {
+  return resolveIngestConfig(config.ingest, { configDir, postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null });
+}
+
+const USAGE = `usage: ./rollout-stream offline <ingest|accumulate|postprocess|pack|all> [--config F]
 
 Runs one stage (or all of them chained) on JSON lines from stdin and writes
 JSON lines to stdout; logs go to stderr. No Kafka is involved.
 
-  accumulate   row lines and {"batch_end": …} lines → {"group": …} and {"dead_letter": …}
+  ingest       NeMo-Gym result lines (SPEC §2.1) → row lines and {"dead_letter": …};
+               {"batch_end": …} lines pass through
+  accumulate   row lines, NeMo-Gym result lines and {"batch_end": …} lines → {"group": …} and {"dead_letter": …}
   postprocess  {"group": …} lines → {"penalized": …}, {"metrics": …}, {"dead_letter": …}
   pack         {"penalized": …} lines → {"packed": …}, {"dead_letter": …}
-  all          row lines → {"packed": …}, {"metrics": …}, {"dead_letter": …}
+  all          row and NeMo-Gym result lines → {"packed": …}, {"metrics": …}, {"dead_letter": …}
 
-End of input acts as BatchEnd for every open batch. The JSON form is
-described in docs/formats.md.
+A NeMo-Gym result line is a plain object with the row identity fields plus
+gym_row and gym_result (no message_log). End of input acts as BatchEnd for
+every open batch. The JSON form is described in docs/formats.md.
 
 Options:
   --config F   config file, JSON or YAML (else ROLLOUT_STREAM_CONFIG, else defaults)
 
-Example: ./rollout-stream offline all --config docs/examples/config.yaml < docs/examples/rows.jsonl`;
+Examples:
+  ./rollout-stream offline all --config docs/examples/config.yaml < docs/examples/rows.jsonl
+  ./rollout-stream offline ingest < docs/examples/gym-result.jsonl`;
 
 function isStage(value: string | undefined): value is OfflineStage {
   return (OFFLINE_STAGES as readonly string[]).includes(value ?? '');
@@ -100,6 +112,7 @@ export async function main(argv: string[]): Promise<number> {
     const { config, configDir, source } = loadConfig({ file: values.config });
     // Resolve once here too, so a config error stops us before stdin is touched.
     resolvePostprocessConfig(config.postprocess, { configDir });
+    offlineIngestConfig(config, configDir);
     process.stderr.write(`offline ${stage}: config from ${source}\n`);
     const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
     const counts = await runOffline(stage, config, lines, writeStdout, { configDir });
@@ -113,7 +126,7 @@ export async function main(argv: string[]): Promise<number> {
 function summary(c: OfflineCounts): string {
   const dead = Object.entries(c.dead_letters).map(([reason, n]) => `${reason}=${n}`);
   return (
-    `${c.lines} lines in; ${c.groups} groups, ${c.penalized} penalized, ${c.packed} packed, ` +
+    `${c.lines} lines in; ${c.ingested ? `${c.ingested} NeMo-Gym results converted, ` : ''}${c.groups} groups, ${c.penalized} penalized, ${c.packed} packed, ` +
     `${c.metrics} metrics lines, ${c.replays} replays dropped; dead letters: ${dead.length ? dead.join(' ') : 'none'}`
   );
 }

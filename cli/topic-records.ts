@@ -39,9 +39,15 @@ export type DecodedRecord = { [K in TopicRole]: { role: K; value: RecordTypes[K]
 export function recordIdentity(d: DecodedRecord): { group_id: string | null; batch_id: string | null } {
   switch (d.role) {
     case 'rowCompleted':
-      return d.value.kind === 'row'
-        ? { group_id: d.value.row.group_id, batch_id: d.value.row.batch_id }
-        : { group_id: null, batch_id: d.value.end.batch_id };
+      switch (d.value.kind) {
+        case 'row':
+          return { group_id: d.value.row.group_id, batch_id: d.value.row.batch_id };
+        case 'gym_result':
+          return { group_id: d.value.result.group_id, batch_id: d.value.result.batch_id };
+        case 'batch_end':
+          return { group_id: null, batch_id: d.value.end.batch_id };
+      }
+      break;
     case 'groupComplete':
     case 'penalized':
     case 'packed':
@@ -96,7 +102,15 @@ export function deadLetterLine(d: DeadLetterRecord): string {
 export function recordJsonLine(d: DecodedRecord): string {
   switch (d.role) {
     case 'rowCompleted':
-      return d.value.kind === 'row' ? formatJsonLine({ kind: 'row', record: d.value.row }) : formatJsonLine({ kind: 'batch_end', end: d.value.end });
+      switch (d.value.kind) {
+        case 'row':
+          return formatJsonLine({ kind: 'row', record: d.value.row });
+        case 'gym_result':
+          return formatJsonLine({ kind: 'gym_result', record: d.value.result });
+        case 'batch_end':
+          return formatJsonLine({ kind: 'batch_end', end: d.value.end });
+      }
+      break;
     case 'groupComplete':
       return formatJsonLine({ kind: 'group', group: d.value });
     case 'penalized':

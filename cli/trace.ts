@@ -87,7 +87,15 @@ export function stageLatencies(records: TraceRecord[]): StageLatencies {
 function describe(d: DecodedRecord): string {
   switch (d.role) {
     case 'rowCompleted':
-      return d.value.kind === 'row' ? `row ${d.value.row.row_index}` : `batch end (${d.value.end.num_rows} rows)`;
+      switch (d.value.kind) {
+        case 'row':
+          return `row ${d.value.row.row_index}`;
+        case 'gym_result':
+          return `NeMo-Gym result for row ${d.value.result.row_index}`;
+        case 'batch_end':
+          return `batch end (${d.value.end.num_rows} rows)`;
+      }
+      break;
     case 'groupComplete':
       return `group (${d.value.rows.length} rows)`;
     case 'penalized':
@@ -120,7 +128,7 @@ async function collect(kafka: Kafka, decoder: RecordDecoder, ranges: Array<Parti
     }
     if (d.role === 'metrics' && d.value.group_id !== groupId) return;
     report.records.push({ ...base, what: describe(d) });
-    if (d.role === 'rowCompleted' && d.value.kind === 'row') report.batchId ??= d.value.row.batch_id;
+    if (d.role === 'rowCompleted' && d.value.kind !== 'batch_end') report.batchId ??= d.value.kind === 'row' ? d.value.row.batch_id : d.value.result.batch_id;
     if (d.role === 'groupComplete') report.batchId ??= d.value.batch_id;
     if (d.role === 'penalized') {
       report.batchId ??= d.value.batch_id;

@@ -60,6 +60,26 @@ export const rewardPenaltiesConfigSchema = z.strictObject({
   tokenizer_path: z.string().nullable().default(null),
 });
 
+/** `null` or `[]` → the defaults; any non-empty list is used as given (SPEC §2.1, §9). */
+const patternList = (defaults: string[]) =>
+  z.preprocess(
+    (v) => (v === null || v === undefined || (Array.isArray(v) && v.length === 0) ? defaults : v),
+    z.array(z.string().min(1, { error: 'patterns must be non-empty strings' })),
+  );
+
+export const DEFAULT_INVALID_TOOL_CALL_PATTERNS = ['<tool_call>', '</tool_call>', '<function_call>', '</function_call>'];
+export const DEFAULT_INGEST_THINKING_TAGS = ['<think>', '</think>'];
+
+/** GymResult → RolloutRow conversion (SPEC §2.1). */
+export const ingestConfigSchema = z.strictObject({
+  invalid_tool_call_patterns: patternList(DEFAULT_INVALID_TOOL_CALL_PATTERNS),
+  thinking_tags: patternList(DEFAULT_INGEST_THINKING_TAGS),
+  routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
+  require_routed_experts: strictBool(false),
+  /** Local tokenizer.json for prompt_str / generation_str; null: the penalty config's tokenizer_path. */
+  tokenizer_path: z.string().nullable().default(null),
+});
+
 export const lengthPenaltyConfigSchema = z.strictObject({
   enabled: strictBool(false),
   coef: nullable(z.number(), 1.0),
@@ -148,6 +168,7 @@ export const configSchema = z.strictObject({
   accumulate: nullable(accumulateConfigSchema, {}),
   postprocess: nullable(postprocessConfigSchema, {}),
   pack: nullable(packConfigSchema, {}),
+  ingest: nullable(ingestConfigSchema, {}),
   kafka: nullable(kafkaConfigSchema, {}),
   topics: nullable(topicsConfigSchema, {}),
   runtime: nullable(runtimeConfigSchema, {}),
@@ -159,6 +180,7 @@ export type PostprocessConfig = z.output<typeof postprocessConfigSchema>;
 export type EffortConfig = z.output<typeof effortConfigSchema>;
 export type RewardPenaltiesConfig = z.output<typeof rewardPenaltiesConfigSchema>;
 export type LengthPenaltyConfig = z.output<typeof lengthPenaltyConfigSchema>;
+export type IngestConfig = z.output<typeof ingestConfigSchema>;
 export type PackConfig = z.output<typeof packConfigSchema>;
 export type KafkaConfig = z.output<typeof kafkaConfigSchema>;
 export type TopicsConfig = z.output<typeof topicsConfigSchema>;

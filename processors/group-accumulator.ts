@@ -21,6 +21,8 @@ import {
   rowsInOrder,
   wholeGroupProblem,
 } from './group-closing.js';
+import { ingestGymResult } from './gym-ingest.js';
+import type { ResolvedIngestConfig } from './ingest-config.js';
 import { validateRow } from './row-validation.js';
 import type { AccumulateConfig } from '../config/schema.js';
 import type { BatchEnd, DeadLetterDecision, PromptGroup, RolloutRow } from './types.js';
@@ -32,6 +34,14 @@ export type { AccumulatorState, AccumulatorStateChange } from './accumulator-sta
 export interface RowInput {
   record: unknown;
   payload: Uint8Array;
+  /**
+   * The bytes that identify the record's content for replay detection (SPEC
+   * §3 rule 3: the decoded record ignoring only `produced_at`); default
+   * `payload`. The runtime passes the payload without its trailing
+   * `produced_at`, so a publisher that re-sends a batch after a crash, with
+   * new timestamps, is recognised.
+   */
+  identity?: Uint8Array;
 }
 
 export interface EmittedGroup {
@@ -114,7 +124,7 @@ export function accumulateRow(
   }
   const row = checked.row;
   const ids = { group_id: row.group_id, batch_id: row.batch_id, row_index: row.row_index };
-  const hash = payloadHash(input.payload);
+  const hash = payloadHash(input.identity ?? input.payload);
 
   const closed = state.closed.get(row.group_id);
   if (closed) {
@@ -157,6 +167,28 @@ export function accumulateRow(
   });
   const group = state.pending.get(row.group_id) as PendingGroup;
   if (group.rows.size === row.num_generations) closeComplete(step, group, config, nowMs);
+  return out;
+}
+
+/**
+ * Adds one raw NeMo-Gym result (SPEC §2.1): converts it into the RolloutRow
+ * NeMo-RL's NeMo-Gym actor would build, then treats that row exactly as
+ * `accumulateRow` does, with the GymResult's bytes as its payload (a dead
+ * letter keeps the original record). A result that cannot be converted is a
+ * row-level dead letter (`non_contiguous_tokens`, `no_generation_data`,
+ * `invalid_row`, …) and its group keeps waiting.
+ */
+export function accumulateGymResult(
+  state: AccumulatorState,
+  input: RowInput,
+  config: AccumulateConfig,
+  ingest: ResolvedIngestConfig,
+  nowMs: number,
+): AccumulateResult {
+  const converted = ingestGymResult(input.record, ingest);
+  if (converted.ok) return accumulateRow(state, { ...input, record: converted.row }, config, nowMs);
+  const out = new Step(state).result;
+  out.deadLetters.push(rowDeadLetter(converted.reason, converted.message, converted, input.payload));
   return out;
 }
 

@@ -63,21 +63,31 @@ export interface TagEncoder {
 }
 
 /**
+ * Builds the Hugging Face tokenizer of a local `tokenizer.json` (a relative
+ * path resolves against `configDir`), shared by every config block that
+ * names one. Throws a ConfigError on `key` (the config key the path came
+ * from) when the file is missing, is not JSON, or is not a tokenizer the
+ * library can build. Returns the tokenizer and the resolved path.
+ */
+export function openTokenizer(tokenizerPath: string, configDir: string, key: string): { tokenizer: Tokenizer; path: string } {
+  const path = isAbsolute(tokenizerPath) ? tokenizerPath : resolve(configDir, tokenizerPath);
+  try {
+    const json: unknown = JSON.parse(readFileSync(path, 'utf8'));
+    return { tokenizer: new Tokenizer(json as object, {}), path };
+  } catch (cause) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    throw new ConfigError(key, `cannot load tokenizer ${path}: ${why}`, { cause });
+  }
+}
+
+/**
  * Loads a Hugging Face `tokenizer.json` (relative paths resolve against
  * `configDir`). Throws a ConfigError on `postprocess.reward_penalties.tokenizer_path`
  * when the file is missing, is not JSON, or is not a tokenizer the library
  * can build.
  */
 export function loadTokenizer(tokenizerPath: string, configDir: string): TagEncoder {
-  const path = isAbsolute(tokenizerPath) ? tokenizerPath : resolve(configDir, tokenizerPath);
-  let tokenizer: Tokenizer;
-  try {
-    const json: unknown = JSON.parse(readFileSync(path, 'utf8'));
-    tokenizer = new Tokenizer(json as object, {});
-  } catch (cause) {
-    const why = cause instanceof Error ? cause.message : String(cause);
-    throw new ConfigError(`${KEY}.tokenizer_path`, `cannot load tokenizer ${path}: ${why}`, { cause });
-  }
+  const { tokenizer, path } = openTokenizer(tokenizerPath, configDir, `${KEY}.tokenizer_path`);
   return {
     encodeWithoutSpecialTokens: (text) => {
       try {

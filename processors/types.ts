@@ -70,6 +70,30 @@ export interface RolloutRow {
   produced_at?: number | null;
 }
 
+/**
+ * A raw NeMo-Gym result for one task row with the stream identity of §2
+ * (SPEC §2.1). Accumulate converts it into the RolloutRow NeMo-RL's NeMo-Gym
+ * actor would build (`processors/gym-ingest.ts`) before the §3 rules.
+ */
+export interface GymResult {
+  batch_id: string;
+  group_id: string;
+  group_index: number;
+  row_index: number;
+  num_generations: number;
+  prompt_idx: number;
+  task_index?: number | null;
+  weight_version: number;
+  instance_label?: string | null;
+  /** The task row as sent: `responses_create_params` (with `input`), `agent_ref`, verifier fields. */
+  gym_row: JsonObject;
+  /** NeMo-Gym's result: `response.output[]` items (token ids on generated ones), `reward`, verifier fields. */
+  gym_result: JsonObject;
+  timing?: Record<string, number> | null;
+  /** Epoch milliseconds. */
+  produced_at?: number | null;
+}
+
 /** Written once to every partition of the input topic when a producer finished a batch. */
 export interface BatchEnd {
   batch_id: string;
@@ -186,7 +210,9 @@ export type DeadLetterReason =
   | 'record_too_large'
   | 'reward_components_mismatch'
   | 'unsupported_roles'
-  | 'processing_error';
+  | 'processing_error'
+  | 'non_contiguous_tokens'
+  | 'no_generation_data';
 
 /**
  * A dead-letter decision as a value, never an exception. `payloads` holds the

@@ -3,7 +3,8 @@
  * names, one JSON object per line, used by `offline`, `replay` printing and
  * test vectors.
  *
- *   row line         := row object | {"batch_end": {batch_id, num_rows}}
+ *   row line         := row object | GymResult object | {"batch_end": {batch_id, num_rows}}
+ *   GymResult object := identity fields of §2 + gym_row + gym_result, no message_log (SPEC §2.1)
  *   other lines      := {"group"|"penalized"|"packed"|"metrics"|"dead_letter": record}
  *   non-finite float := "NaN" | "Infinity" | "-Infinity"
  *   token ids, logprobs   := flat JSON arrays
@@ -24,6 +25,7 @@ import { isPlainObject } from '../processors/message-validation.js';
 import type {
   BatchEnd,
   DeadLetterDecision,
+  GymResult,
   JsonObject,
   Message,
   MetricsRecord,
@@ -33,16 +35,36 @@ import type {
   PromptGroup,
   RolloutRow,
 } from '../processors/types.js';
-import { groupFromJson, groupToJson, messagesFromJson, messageToJson, rowFromJson, rowToJson } from './json-messages.js';
+import {
+  groupFromJson,
+  groupToJson,
+  gymResultFromJson,
+  gymResultToJson,
+  isGymResultObject,
+  messagesFromJson,
+  messageToJson,
+  rowFromJson,
+  rowToJson,
+} from './json-messages.js';
 import { packedFromJson, packedToJson } from './json-packed.js';
 import { JsonFormError, mapNumbersFromJson, mapNumbersToJson, numberFromJson, numberToJson, requireObject } from './json-values.js';
 
 export { JsonFormError } from './json-values.js';
-export { groupFromJson, groupToJson, messageFromJson, messageToJson, rowFromJson, rowToJson } from './json-messages.js';
+export {
+  groupFromJson,
+  groupToJson,
+  gymResultFromJson,
+  gymResultToJson,
+  messageFromJson,
+  messageToJson,
+  rowFromJson,
+  rowToJson,
+} from './json-messages.js';
 export { packedFromJson, packedToJson } from './json-packed.js';
 
 export type JsonLine =
   | { kind: 'row'; record: unknown }
+  | { kind: 'gym_result'; record: unknown }
   | { kind: 'batch_end'; end: BatchEnd }
   | { kind: 'group'; group: PromptGroup }
   | { kind: 'penalized'; group: PenalizedGroup }
@@ -166,7 +188,8 @@ export function deadLetterFromJson(v: unknown): DeadLetterDecision {
 
 /**
  * Parses one line of the JSON form. A `{"batch_end": …}` line, a line with
- * exactly one of the record keys, or else a plain row object (returned
+ * exactly one of the record keys, a GymResult object (`gym_row`/`gym_result`
+ * and no `message_log`), or else a plain row object (both returned
  * unvalidated as `record`). Throws JsonFormError for invalid JSON, a
  * non-object line, or a record key whose value is malformed.
  */
@@ -197,15 +220,19 @@ export function parseJsonLine(line: string): JsonLine {
     case 'dead_letter':
       return { kind: 'dead_letter', deadLetter: deadLetterFromJson(value.dead_letter) };
     default:
-      return { kind: 'row', record: rowFromJson(value) };
+      return isGymResultObject(value) ? { kind: 'gym_result', record: gymResultFromJson(value) } : { kind: 'row', record: rowFromJson(value) };
   }
 }
 
 /** One output line (no trailing newline) for a record of the JSON form. */
-export function formatJsonLine(line: Exclude<JsonLine, { kind: 'row' }> | { kind: 'row'; record: RolloutRow }): string {
+export function formatJsonLine(
+  line: Exclude<JsonLine, { kind: 'row' | 'gym_result' }> | { kind: 'row'; record: RolloutRow } | { kind: 'gym_result'; record: GymResult },
+): string {
   switch (line.kind) {
     case 'row':
       return JSON.stringify(rowToJson(line.record));
+    case 'gym_result':
+      return JSON.stringify(gymResultToJson(line.record));
     case 'batch_end':
       return JSON.stringify({ batch_end: { batch_id: line.end.batch_id, num_rows: line.end.num_rows } });
     case 'group':

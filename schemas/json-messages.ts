@@ -4,7 +4,7 @@
  * even invalid ones, so that accumulate's `validateRow` judges them.
  */
 import { isPlainObject } from '../processors/message-validation.js';
-import type { DType, JsonObject, JsonValue, Message, PromptGroup, RolloutRow, Tensor } from '../processors/types.js';
+import type { DType, GymResult, JsonObject, JsonValue, Message, PromptGroup, RolloutRow, Tensor } from '../processors/types.js';
 import {
   buildTypedArray,
   float32ToJson,
@@ -101,6 +101,16 @@ export function rowToJson(r: RolloutRow): JsonObject {
   return o;
 }
 
+/** An ISO-8601 `produced_at` as epoch milliseconds and `timing` numbers from the JSON form, in place. */
+function identityFromJson(r: Obj): Obj {
+  if (typeof r.produced_at === 'string') {
+    const ms = Date.parse(r.produced_at);
+    if (!Number.isNaN(ms)) r.produced_at = ms;
+  }
+  if (isPlainObject(r.timing)) r.timing = mapNumbersFromJson(r.timing);
+  return r;
+}
+
 /**
  * A row record from its JSON object: message tensors converted, an ISO-8601
  * `produced_at` turned into epoch milliseconds; every other value as given.
@@ -110,12 +120,40 @@ export function rowFromJson(v: unknown): unknown {
   const r: Obj = { ...v };
   r.input_message_log = messagesFromJson(r.input_message_log);
   r.message_log = messagesFromJson(r.message_log);
-  if (typeof r.produced_at === 'string') {
-    const ms = Date.parse(r.produced_at);
-    if (!Number.isNaN(ms)) r.produced_at = ms;
-  }
-  if (isPlainObject(r.timing)) r.timing = mapNumbersFromJson(r.timing);
-  return r;
+  return identityFromJson(r);
+}
+
+/** Whether a plain JSON-form object is a GymResult line (SPEC §9): `gym_row` or `gym_result`, and no `message_log`. */
+export function isGymResultObject(v: Obj): boolean {
+  return ('gym_row' in v || 'gym_result' in v) && !('message_log' in v);
+}
+
+/**
+ * A GymResult record from its JSON object: `produced_at` and `timing` as for
+ * rows; `gym_row` and `gym_result` stay plain JSON (the ingest step reads
+ * them, SPEC §2.1); nothing is validated here.
+ */
+export function gymResultFromJson(v: unknown): unknown {
+  return isPlainObject(v) ? identityFromJson({ ...v }) : v;
+}
+
+export function gymResultToJson(g: GymResult): JsonObject {
+  const o: JsonObject = {
+    batch_id: g.batch_id,
+    group_id: g.group_id,
+    group_index: g.group_index,
+    row_index: g.row_index,
+    num_generations: g.num_generations,
+    prompt_idx: g.prompt_idx,
+  };
+  if (g.task_index != null) o.task_index = g.task_index;
+  o.weight_version = g.weight_version;
+  if (g.instance_label != null) o.instance_label = g.instance_label;
+  o.gym_row = g.gym_row;
+  o.gym_result = g.gym_result;
+  if (g.timing != null) o.timing = mapNumbersToJson(g.timing);
+  if (g.produced_at != null) o.produced_at = g.produced_at;
+  return o;
 }
 
 export function groupToJson(g: PromptGroup): JsonObject {

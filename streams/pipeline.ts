@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { Config } from '../config/schema.js';
 import type { RecordKind } from '../schemas/index.js';
 import { ConfigError, RolloutStreamError } from '../processors/errors.js';
+import { resolveIngestConfig } from '../processors/ingest-config.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
 import { TopicCodec, type CodecOptions } from './codec.js';
 import { firstUndrained } from './fused-drain.js';
@@ -175,6 +176,10 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         accumulateStage({
           topics,
           config: config.accumulate,
+          ingest: resolveIngestConfig(config.ingest, {
+            configDir: o.configDir,
+            postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null,
+          }),
           rowCodec: await codec('rowCompleted', topics.rowCompleted),
           groupCodec: await codec('groupComplete', topics.groupComplete),
           inputPartitions: config.topics.partitions,

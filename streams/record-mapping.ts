@@ -6,6 +6,7 @@
  */
 import type {
   BatchEnd,
+  GymResult,
   JsonObject,
   Message,
   PenalizedGroup,
@@ -20,6 +21,7 @@ import { UndecodableError } from './wire-format.js';
 const NS = 'dev.rolloutstream.v1';
 export const ROW_BRANCH = `${NS}.RolloutRow`;
 export const BATCH_END_BRANCH = `${NS}.BatchEnd`;
+export const GYM_RESULT_BRANCH = `${NS}.GymResult`;
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type AvroObject = Record<string, any>;
@@ -90,28 +92,12 @@ export function messageFromAvro(o: AvroObject): Message {
   }
 }
 
-export function rowToAvro(r: RolloutRow): AvroObject {
-  return {
-    batch_id: r.batch_id,
-    group_id: r.group_id,
-    group_index: r.group_index,
-    row_index: r.row_index,
-    num_generations: r.num_generations,
-    prompt_idx: r.prompt_idx,
-    task_index: r.task_index ?? null,
-    agent_ref: JSON.stringify(r.agent_ref),
-    weight_version: r.weight_version,
-    instance_label: r.instance_label ?? null,
-    request: JSON.stringify(r.request),
-    input_message_log: r.input_message_log.map(messageToAvro),
-    message_log: r.message_log.map(messageToAvro),
-    full_result: JSON.stringify(r.full_result),
-    timing: r.timing ?? null,
-    produced_at: r.produced_at ?? null,
-  };
-}
-
-export function rowFromAvro(o: AvroObject): RolloutRow {
+/**
+ * The stream identity of SPEC §2 shared by RolloutRow and GymResult, in
+ * both directions (avsc writes fields in schema order, so key order here
+ * does not matter); absent optionals are null.
+ */
+function identity(o: AvroObject | RolloutRow | GymResult) {
   return {
     batch_id: o.batch_id,
     group_id: o.group_id,
@@ -119,32 +105,66 @@ export function rowFromAvro(o: AvroObject): RolloutRow {
     row_index: o.row_index,
     num_generations: o.num_generations,
     prompt_idx: o.prompt_idx,
-    task_index: o.task_index,
-    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    task_index: o.task_index ?? null,
     weight_version: o.weight_version,
-    instance_label: o.instance_label,
+    instance_label: o.instance_label ?? null,
+    timing: o.timing ?? null,
+    produced_at: o.produced_at ?? null,
+  };
+}
+
+export function rowToAvro(r: RolloutRow): AvroObject {
+  return {
+    ...identity(r),
+    agent_ref: JSON.stringify(r.agent_ref),
+    request: JSON.stringify(r.request),
+    input_message_log: r.input_message_log.map(messageToAvro),
+    message_log: r.message_log.map(messageToAvro),
+    full_result: JSON.stringify(r.full_result),
+  };
+}
+
+export function rowFromAvro(o: AvroObject): RolloutRow {
+  return {
+    ...identity(o),
+    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
     request: parseJsonObject(o.request, 'request'),
     input_message_log: o.input_message_log.map(messageFromAvro),
     message_log: o.message_log.map(messageFromAvro),
     full_result: parseJsonObject(o.full_result, 'full_result'),
-    timing: o.timing,
-    produced_at: o.produced_at,
   };
 }
 
-export type RowCompletedEvent = { kind: 'row'; row: RolloutRow } | { kind: 'batch_end'; end: BatchEnd };
+export function gymResultToAvro(g: GymResult): AvroObject {
+  return { ...identity(g), gym_row: JSON.stringify(g.gym_row), gym_result: JSON.stringify(g.gym_result) };
+}
+
+export function gymResultFromAvro(o: AvroObject): GymResult {
+  return { ...identity(o), gym_row: parseJsonObject(o.gym_row, 'gym_row'), gym_result: parseJsonObject(o.gym_result, 'gym_result') };
+}
+
+export type RowCompletedEvent =
+  | { kind: 'row'; row: RolloutRow }
+  | { kind: 'gym_result'; result: GymResult }
+  | { kind: 'batch_end'; end: BatchEnd };
 
 export function rowCompletedToAvro(e: RowCompletedEvent): AvroObject {
-  return e.kind === 'row'
-    ? { event: { [ROW_BRANCH]: rowToAvro(e.row) } }
-    : { event: { [BATCH_END_BRANCH]: { batch_id: e.end.batch_id, num_rows: e.end.num_rows } } };
+  switch (e.kind) {
+    case 'row':
+      return { event: { [ROW_BRANCH]: rowToAvro(e.row) } };
+    case 'gym_result':
+      return { event: { [GYM_RESULT_BRANCH]: gymResultToAvro(e.result) } };
+    case 'batch_end':
+      return { event: { [BATCH_END_BRANCH]: { batch_id: e.end.batch_id, num_rows: e.end.num_rows } } };
+  }
 }
 
 export function rowCompletedFromAvro(o: AvroObject): RowCompletedEvent {
   const ev = o.event as AvroObject;
   if (ev[ROW_BRANCH]) return { kind: 'row', row: rowFromAvro(ev[ROW_BRANCH]) };
+  if (ev[GYM_RESULT_BRANCH]) return { kind: 'gym_result', result: gymResultFromAvro(ev[GYM_RESULT_BRANCH]) };
   if (ev[BATCH_END_BRANCH]) return { kind: 'batch_end', end: { ...ev[BATCH_END_BRANCH] } as BatchEnd };
-  throw new UndecodableError('row-completed event is neither a RolloutRow nor a BatchEnd');
+  throw new UndecodableError('row-completed event is neither a RolloutRow, a GymResult nor a BatchEnd');
 }
 
 export function groupToAvro(g: PromptGroup): AvroObject {

@@ -32,3 +32,33 @@ export function writeHeader(target: Uint8Array, schemaId: number): void {
   target[0] = MAGIC_BYTE;
   new DataView(target.buffer, target.byteOffset, target.byteLength).setInt32(1, schemaId, false);
 }
+
+/** The Avro encoding of an optional long (`["null", "long"]`): the branch index, then the zigzag varint. */
+function optionalLongBytes(value: number | null | undefined): Uint8Array {
+  if (value === null || value === undefined) return Uint8Array.of(0);
+  const out = [2]; // branch 1, zigzag-encoded
+  let z = value >= 0 ? BigInt(value) * 2n : -BigInt(value) * 2n - 1n;
+  while (z >= 0x80n) {
+    out.push(Number(z & 0x7fn) | 0x80);
+    z >>= 7n;
+  }
+  out.push(Number(z));
+  return Uint8Array.from(out);
+}
+
+/**
+ * The bytes that identify a row-completed record's content for replay
+ * detection (SPEC §3 rule 3: identical content ignoring only `produced_at`):
+ * the Avro body without the header (so the schema id does not matter) and
+ * without its trailing `produced_at`, which is the last field of both
+ * `RolloutRow` and `GymResult` in every version of the schema. When the tail
+ * is not the expected encoding of `producedAt` (a foreign writer), the whole
+ * body is the identity. A view, no copy.
+ */
+export function replayIdentity(value: Uint8Array, producedAt: number | null | undefined): Uint8Array {
+  const tail = optionalLongBytes(producedAt);
+  const end = value.length - tail.length;
+  if (end < HEADER_BYTES) return value.subarray(HEADER_BYTES);
+  for (let i = 0; i < tail.length; i++) if (value[end + i] !== tail[i]) return value.subarray(HEADER_BYTES);
+  return value.subarray(HEADER_BYTES, end);
+}

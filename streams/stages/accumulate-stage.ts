@@ -6,6 +6,7 @@
 import type { AccumulateConfig } from '../../config/schema.js';
 import {
   accumulateBatchEnd,
+  accumulateGymResult,
   accumulateRow,
   applyStateChange,
   createAccumulatorState,
@@ -13,6 +14,8 @@ import {
   expireGroups,
   type AccumulateResult,
 } from '../../processors/group-accumulator.js';
+import { ingestGymResult } from '../../processors/gym-ingest.js';
+import type { ResolvedIngestConfig } from '../../processors/ingest-config.js';
 import { encodeProgress } from '../batch-progress.js';
 import { assembleGroupValue } from '../group-assembly.js';
 import type { TopicCodec } from '../codec.js';
@@ -20,12 +23,14 @@ import type { SourceRecord } from '../dead-letter-record.js';
 import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../stage.js';
 import type { TopicNames } from '../topics.js';
-import { UndecodableError } from '../wire-format.js';
+import { replayIdentity, UndecodableError } from '../wire-format.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
 
 export interface AccumulateStageDeps {
   topics: TopicNames;
   config: AccumulateConfig;
+  /** GymResult → RolloutRow conversion (SPEC §2.1), run inside this stage's transaction. */
+  ingest: ResolvedIngestConfig;
   rowCodec: TopicCodec<'rowCompleted'>;
   groupCodec: TopicCodec<'groupComplete'>;
   /** Partitions of the input topic: the batch-metrics aggregator waits for a close from each. */
@@ -108,7 +113,18 @@ class AccumulateProcessor implements PartitionProcessor {
         continue;
       }
       const e = await this.deps.rowCodec.decode(payload);
-      if (e.kind !== 'row') throw new Error(`changelog row ${change.group_id}/${change.row_index} refers to a BatchEnd at offset ${offset}`);
+      if (e.kind === 'batch_end') throw new Error(`changelog row ${change.group_id}/${change.row_index} refers to a BatchEnd at offset ${offset}`);
+      let row = e.kind === 'row' ? e.row : null;
+      if (e.kind === 'gym_result') {
+        // The same pure conversion as when the row was accepted re-derives the same row.
+        const converted = ingestGymResult(e.result, this.deps.ingest);
+        if (!converted.ok) {
+          throw new Error(
+            `changelog row ${change.group_id}/${change.row_index} (offset ${offset}) no longer converts: ${converted.reason}: ${converted.message} (was ingest config changed while the group was open?)`,
+          );
+        }
+        row = converted.row;
+      }
       this.sources.set(payload, {
         topic: this.deps.topics.rowCompleted,
         partition: this.partition,
@@ -117,7 +133,7 @@ class AccumulateProcessor implements PartitionProcessor {
         value: payload,
       });
       // The change's payload must be the very object the state keeps.
-      applyStateChange(this.state, { ...change, row: e.row, payload } as AccumulatorStateChange);
+      applyStateChange(this.state, { ...change, row, payload } as AccumulatorStateChange);
     }
     return { missing };
   }
@@ -142,9 +158,15 @@ class AccumulateProcessor implements PartitionProcessor {
       }
       if (event.kind === 'batch_end') {
         this.collect(out, accumulateBatchEnd(this.state, event.end, this.deps.config, nowMs), nowMs);
+        continue;
+      }
+      this.sources.set(value, source);
+      if (event.kind === 'row') {
+        const input = { record: event.row, payload: value, identity: replayIdentity(value, event.row.produced_at) };
+        this.collect(out, accumulateRow(this.state, input, this.deps.config, nowMs), nowMs);
       } else {
-        this.sources.set(value, source);
-        this.collect(out, accumulateRow(this.state, { record: event.row, payload: value }, this.deps.config, nowMs), nowMs);
+        const input = { record: event.result, payload: value, identity: replayIdentity(value, event.result.produced_at) };
+        this.collect(out, accumulateGymResult(this.state, input, this.deps.config, this.deps.ingest, nowMs), nowMs);
       }
     }
     this.collect(out, expireGroups(this.state, this.deps.config, nowMs), nowMs);
