@@ -2,17 +2,22 @@
  * `loadgen` (SPEC §7, §9): synthetic rollout rows from the load generator
  * (`generateEvents`) published to `rollout.row-completed` by `RowProducer`,
  * paced to `--rate` rows/s or as fast as possible; `--dry-run` writes the
- * rows as JSON lines to stdout instead. Progress on stderr; a summary at the end.
+ * rows as JSON lines to stdout instead. With `--format gym-result` every row
+ * goes out as the NeMo-Gym result it converts back from (SPEC §2.1,
+ * `asGymResultEvents`), so accumulate's ingest path carries the load.
+ * Progress on stderr; a summary at the end.
  */
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import {
   FAULT_KINDS,
   PROFILES,
+  asGymResultEvents,
   generateEvents,
   parseFaultSpec,
   resolveLoadgenOptions,
   type FaultKind,
+  type GymResultEvent,
   type LoadgenEvent,
   type LoadgenOptions,
   type ProfileName,
@@ -27,9 +32,13 @@ import { processIo, type Io } from './io.js';
 import { intFlag, loadOpsConfig, positiveFlag } from './ops-config.js';
 import { formatBytes, formatRate, ProgressReporter } from './progress.js';
 
+/** What each generated row is sent as: the row itself, or the NeMo-Gym result it converts back from. */
+export type LoadgenFormat = 'row' | 'gym-result';
+
 export interface LoadgenArgs {
   /** What to generate (sizes, seed, profile, faults, run id, modelled rate). */
   options: LoadgenOptions;
+  format: LoadgenFormat;
   /** Rows/s to pace at; null = as fast as possible. */
   rate: number | null;
   dryRun: boolean;
@@ -42,6 +51,8 @@ export interface LoadgenSummary {
   runId: string;
   /** Null for a dry run. */
   topic: string | null;
+  format: LoadgenFormat;
+  /** Rows sent (GymResults with `--format gym-result`). */
   rows: number;
   garbage: number;
   batchEnds: number;
@@ -62,6 +73,7 @@ const FLAGS = {
   'run-id': { type: 'string' },
   prefix: { type: 'string' },
   config: { type: 'string' },
+  format: { type: 'string' },
   'dry-run': { type: 'boolean' },
   quiet: { type: 'boolean' },
 } as const;
@@ -75,6 +87,8 @@ export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = () 
   const seed = intFlag('seed', values.seed, 1);
   const dryRun = values['dry-run'] ?? false;
   const rate = positiveFlag('rate', values.rate);
+  const format = values.format ?? 'row';
+  if (format !== 'row' && format !== 'gym-result') throw new UsageError(`--format must be row or gym-result, got ${format}`);
   const options: LoadgenOptions = {
     batches: intFlag('batches', values.batches, 3),
     groupsPerBatch: intFlag('groups', values.groups, profile.groupsPerBatch, 1),
@@ -92,26 +106,33 @@ export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = () 
     if (e instanceof RangeError) throw new UsageError(e.message);
     throw e;
   }
-  return { options, rate, dryRun, quiet: values.quiet ?? false, config: values.config, prefix: values.prefix };
+  return { options, format, rate, dryRun, quiet: values.quiet ?? false, config: values.config, prefix: values.prefix };
 }
 
 /** The closing summary: counts, volume, duration, rate, and the injected faults. */
 export function formatLoadgenSummary(s: LoadgenSummary): string {
   const faults = FAULT_KINDS.filter((k) => s.faults[k] > 0).map((k) => `${k}=${s.faults[k]}`);
   return [
-    `loadgen summary (run id ${s.runId}${s.topic ? ` → ${s.topic}` : ', dry run'})`,
-    `  rows        ${s.rows}`,
+    `loadgen summary (run id ${s.runId}${s.topic ? ` → ${s.topic}` : ', dry run'}${s.format === 'gym-result' ? ', as NeMo-Gym results' : ''})`,
+    s.format === 'gym-result' ? `  gym results ${s.rows}` : `  rows        ${s.rows}`,
     `  garbage     ${s.garbage}${s.topic === null && s.garbage > 0 ? ' (not representable as JSON lines; not written)' : ''}`,
     `  batch ends  ${s.batchEnds}`,
     `  volume      ${formatBytes(s.bytes)}`,
     `  duration    ${s.seconds.toFixed(2)} s`,
-    `  throughput  ${formatRate(s.seconds > 0 ? s.rows / s.seconds : 0)} rows/s, ${formatBytes(s.seconds > 0 ? s.bytes / s.seconds : 0)}/s`,
+    `  throughput  ${formatRate(s.seconds > 0 ? s.rows / s.seconds : 0)} ${s.format === 'gym-result' ? 'results' : 'rows'}/s, ${formatBytes(s.seconds > 0 ? s.bytes / s.seconds : 0)}/s`,
     `  faults      ${faults.length > 0 ? faults.join(' ') : 'none'}`,
   ].join('\n') + '\n';
 }
 
+type SentEvent = LoadgenEvent | GymResultEvent;
+
+/** The run's events, rows replaced by GymResults for `--format gym-result`. */
+function eventsOf(format: LoadgenFormat, options: LoadgenOptions): Iterable<SentEvent> {
+  return format === 'gym-result' ? asGymResultEvents(generateEvents(options)) : generateEvents(options);
+}
+
 /** Wraps the event stream: counts faults, stops early when asked. */
-function* tap(events: Iterable<LoadgenEvent>, faults: Record<FaultKind, number>, stop: { requested: boolean }): Generator<LoadgenEvent> {
+function* tap(events: Iterable<SentEvent>, faults: Record<FaultKind, number>, stop: { requested: boolean }): Generator<SentEvent> {
   for (const e of events) {
     if (stop.requested) return;
     if (e.kind === 'batch_end') for (const x of e.expect ?? []) faults[x.fault]++;
@@ -125,10 +146,10 @@ function* tap(events: Iterable<LoadgenEvent>, faults: Record<FaultKind, number>,
  * the start), so the average rate holds however long each send takes;
  * events already due go out together.
  */
-async function sendPaced(producer: RowProducer, events: Iterable<LoadgenEvent>): Promise<void> {
+async function sendPaced(producer: RowProducer, events: Iterable<SentEvent>): Promise<void> {
   const t0 = performance.now();
   let due = 0;
-  let chunk: LoadgenEvent[] = [];
+  let chunk: SentEvent[] = [];
   for (const e of events) {
     due += e.delayMs;
     const wait = t0 + due - performance.now();
@@ -162,18 +183,23 @@ export async function runLoadgen(args: LoadgenArgs, config: Config, io: Io, stop
     if (!args.quiet) reporter = new ProgressReporter({ unit: 'rows', total: expectedRows, tty: io.errIsTty, write: io.err, label: 'loadgen' });
     return reporter;
   };
-  const summary: LoadgenSummary = { runId: o.runId!, topic: null, rows: 0, garbage: 0, batchEnds: 0, bytes: 0, seconds: 0, faults };
+  const summary: LoadgenSummary = { runId: o.runId!, topic: null, format: args.format, rows: 0, garbage: 0, batchEnds: 0, bytes: 0, seconds: 0, faults };
 
   if (args.dryRun) {
     startClock();
-    for (const e of tap(generateEvents(o), faults, stop)) {
+    for (const e of tap(eventsOf(args.format, o), faults, stop)) {
       if (e.kind === 'garbage') {
         summary.garbage++;
         continue;
       }
-      const line = e.kind === 'row' ? formatJsonLine({ kind: 'row', record: e.row }) : formatJsonLine({ kind: 'batch_end', end: e.end });
-      if (e.kind === 'row') summary.rows++;
-      else summary.batchEnds++;
+      const line =
+        e.kind === 'row'
+          ? formatJsonLine({ kind: 'row', record: e.row })
+          : e.kind === 'gym_result'
+            ? formatJsonLine({ kind: 'gym_result', record: e.result })
+            : formatJsonLine({ kind: 'batch_end', end: e.end });
+      if (e.kind === 'batch_end') summary.batchEnds++;
+      else summary.rows++;
       summary.bytes += line.length + 1;
       await io.out(`${line}\n`);
       (reporter as ProgressReporter | null)?.update(summary.rows, summary.bytes);
@@ -203,16 +229,17 @@ export async function runLoadgen(args: LoadgenArgs, config: Config, io: Io, stop
     });
     await producer.connect();
     const r = startClock();
-    const timer = r ? setInterval(() => r.update(producer.progress.rows, producer.progress.bytes), io.errIsTty ? 100 : 2000) : undefined;
+    const sent = () => producer.progress.rows + producer.progress.results;
+    const timer = r ? setInterval(() => r.update(sent(), producer.progress.bytes), io.errIsTty ? 100 : 2000) : undefined;
     try {
-      const events = tap(generateEvents({ ...o, startTimeMs: Date.now() }), faults, stop);
+      const events = tap(eventsOf(args.format, { ...o, startTimeMs: Date.now() }), faults, stop);
       if (args.rate === null) await producer.send(events);
       else await sendPaced(producer, events);
     } finally {
       clearInterval(timer);
       await producer.disconnect();
     }
-    Object.assign(summary, { rows: producer.progress.rows, garbage: producer.progress.garbage, batchEnds: producer.progress.batchEnds, bytes: producer.progress.bytes });
+    Object.assign(summary, { rows: sent(), garbage: producer.progress.garbage, batchEnds: producer.progress.batchEnds, bytes: producer.progress.bytes });
   }
   summary.seconds = (performance.now() - started) / 1000;
   (reporter as ProgressReporter | null)?.finish(summary.rows, summary.bytes);
@@ -224,7 +251,8 @@ export const loadgenCommand: Command = {
   summary: 'synthetic rollout rows (realistic shapes, out of order, faults) to rollout.row-completed',
   usage: `usage: ./rollout-stream loadgen [--batches B] [--groups G] [--generations N] [--rate R]
                                [--faults SPEC] [--seed S] [--profile P] [--run-id ID]
-                               [--prefix X] [--config F] [--dry-run] [--quiet]
+                               [--format row|gym-result] [--prefix X] [--config F]
+                               [--dry-run] [--quiet]
 
 Generates seeded synthetic rollout rows (multi-turn, long-tail lengths,
 rewards, output items, flags, optional routed experts and media) that
@@ -243,6 +271,12 @@ Options:
   --seed S         seed (default 1); same seed and options → same rows
   --profile P      ${Object.keys(PROFILES).join(' | ')} (default default)
   --run-id ID      group id prefix (default lg<seed>-<time> live, lg<seed> for --dry-run)
+  --format F       row (default) | gym-result: send each row as the raw NeMo-Gym result
+                   (SPEC §2.1) that accumulate converts back into the row's generated
+                   turns: token ids and logprobs on the output items, routes as nrlre1
+                   envelopes (router-replay), a NaN logprob as "NaN"; same groups,
+                   batches, faults and pacing. Media and the two violation flags are
+                   not carried (the conversion derives flags from the item texts)
   --prefix X       topic prefix (else TOPIC_PREFIX, else none)
   --config F       config file (brokers, registry, partitions)
   --dry-run        write the rows as JSON lines (SPEC §9) to stdout instead of Kafka;
@@ -254,7 +288,8 @@ Progress goes to stderr: a bar on a terminal, a line every 2 s otherwise.
 Examples:
   ./rollout-stream loadgen --profile small --batches 5 --groups 8 --faults dup=0.02,nan=0.01
   ./rollout-stream loadgen --profile published-max --rate 59 --batches 10
-  ./rollout-stream loadgen --profile small --batches 1 --dry-run | ./rollout-stream offline all`,
+  ./rollout-stream loadgen --profile small --batches 1 --dry-run | ./rollout-stream offline all
+  ./rollout-stream loadgen --profile router-replay --format gym-result --batches 2 --groups 4`,
   async run(argv) {
     const args = parseLoadgenArgs(argv, () => `${Date.now().toString(36)}${randomUUID().slice(0, 4)}`);
     const { config } = loadOpsConfig(args);

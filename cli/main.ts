@@ -22,6 +22,10 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
     summary: 'synthetic rollout rows (realistic shapes, out of order, faults) to rollout.row-completed',
     load: async () => (await import('./loadgen.js')).loadgenCommand,
   },
+  produce: {
+    summary: 'publish JSON lines (rows, NeMo-Gym results, batch ends) from stdin to rollout.row-completed',
+    load: async () => (await import('./produce.js')).produceCommand,
+  },
   replay: {
     summary: 'read a topic from an offset or time, filter, print JSON lines or re-publish',
     load: async () => (await import('./replay.js')).replayCommand,

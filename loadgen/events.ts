@@ -4,7 +4,7 @@
  * (`collectExpectations`) and checks that the dead-letter topic holds
  * exactly those dead letters and that every other group was emitted whole.
  */
-import type { BatchEnd, DeadLetterReason, RolloutRow } from '../processors/types.js';
+import type { BatchEnd, DeadLetterReason, GymResult, RolloutRow } from '../processors/types.js';
 import type { FaultKind } from './fault-spec.js';
 
 /**
@@ -51,6 +51,16 @@ export type LoadgenEvent =
   | { kind: 'garbage'; delayMs: number; key: string; bytes: Uint8Array; expect: ExpectedOutcome }
   | { kind: 'batch_end'; delayMs: number; end: BatchEnd; expect?: ExpectedOutcome[] };
 
+/**
+ * A row sent as the NeMo-Gym result it came from (SPEC §2.1), for
+ * `loadgen --format gym-result` (`asGymResultEvents`): accumulate's
+ * conversion turns it back into the row, so `expect` is the row's.
+ */
+export type GymResultEvent = { kind: 'gym_result'; delayMs: number; result: GymResult; expect?: ExpectedOutcome };
+
+/** The events of a gym-result run: every row replaced by its GymResult; garbage and batch ends unchanged. */
+export type GymLoadgenEvent = Exclude<LoadgenEvent, { kind: 'row' }> | GymResultEvent;
+
 /** Every expectation of a run, split the way a pipeline test checks them. */
 export interface Expectations {
   /** Outcomes that must appear on the dead-letter topic, once each. */
@@ -67,7 +77,7 @@ export interface Expectations {
  * group-level outcome (`mixed_agents`, `task_index_mismatch`,
  * `incomplete_group`) names it.
  */
-export function collectExpectations(events: Iterable<LoadgenEvent>): Expectations {
+export function collectExpectations(events: Iterable<LoadgenEvent | GymResultEvent>): Expectations {
   const deadLetters: ExpectedOutcome[] = [];
   const silentlyDropped: ExpectedOutcome[] = [];
   const seen = new Map<string, { batch_id: string; num_generations: number }>();
@@ -78,10 +88,9 @@ export function collectExpectations(events: Iterable<LoadgenEvent>): Expectation
     if (e.row_indices !== undefined) failed.add(e.group_id);
   };
   for (const ev of events) {
-    if (ev.kind === 'row') {
-      if (!seen.has(ev.row.group_id)) {
-        seen.set(ev.row.group_id, { batch_id: ev.row.batch_id, num_generations: ev.row.num_generations });
-      }
+    if (ev.kind === 'row' || ev.kind === 'gym_result') {
+      const r = ev.kind === 'row' ? ev.row : ev.result;
+      if (!seen.has(r.group_id)) seen.set(r.group_id, { batch_id: r.batch_id, num_generations: r.num_generations });
       if (ev.expect !== undefined) note(ev.expect);
     } else if (ev.kind === 'garbage') {
       note(ev.expect);

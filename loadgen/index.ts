@@ -13,7 +13,15 @@ export {
   type LoadgenOptions,
   type ResolvedLoadgenOptions,
 } from './generate-events.js';
-export { collectExpectations, type Expectations, type ExpectedOutcome, type LoadgenEvent } from './events.js';
+export {
+  collectExpectations,
+  type Expectations,
+  type ExpectedOutcome,
+  type GymLoadgenEvent,
+  type GymResultEvent,
+  type LoadgenEvent,
+} from './events.js';
+export { asGymResultEvents, gymResultFromRow, routedExpertsEnvelope } from './gym-result.js';
 export {
   parseFaultSpec,
   formatFaultSpec,

@@ -1,16 +1,20 @@
 /**
  * Publishes load-generator events to `rollout.row-completed` the way rollout
- * workers do: rows keyed by group id (Avro, Confluent framing), garbage bytes
- * as-is, and each BatchEnd once to every partition. Sends are batched; the
+ * workers do: rows and GymResults keyed by group id (Avro, Confluent
+ * framing), garbage bytes as-is, and each BatchEnd once to every partition.
+ * Unlike `RolloutPublisher` it validates nothing: the load generator's
+ * faults must reach the pipeline as they are. Sends are batched; the
  * producer is idempotent (acks=all), so a retry never duplicates a record.
  */
 import type { Kafka, Message, Producer } from 'kafkajs';
-import type { LoadgenEvent } from '../loadgen/index.js';
+import type { GymResultEvent, LoadgenEvent } from '../loadgen/index.js';
 import type { TopicCodec } from './codec.js';
 import { compressionType, type CompressionName } from './compression.js';
 
 export interface ProduceProgress {
   rows: number;
+  /** GymResults (`loadgen --format gym-result`). */
+  results: number;
   garbage: number;
   batchEnds: number;
   bytes: number;
@@ -36,7 +40,7 @@ export class RowProducer {
   private buffer: Message[] = [];
   private buffered = 0;
   private partitions = 0;
-  readonly progress: ProduceProgress = { rows: 0, garbage: 0, batchEnds: 0, bytes: 0 };
+  readonly progress: ProduceProgress = { rows: 0, results: 0, garbage: 0, batchEnds: 0, bytes: 0 };
 
   constructor(private readonly o: RowProducerOptions) {
     this.producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
@@ -51,7 +55,7 @@ export class RowProducer {
     this.partitions = meta.topics[0]!.partitions.length;
   }
 
-  async send(events: Iterable<LoadgenEvent>): Promise<ProduceProgress> {
+  async send(events: Iterable<LoadgenEvent | GymResultEvent>): Promise<ProduceProgress> {
     const pace = this.o.pace ?? 0;
     // Pacing follows an absolute schedule (start + scaled sum of delay hints),
     // so the time spent sending does not lower the rate.
@@ -69,6 +73,11 @@ export class RowProducer {
         this.push({ key: e.row.group_id, value });
         this.progress.rows++;
         this.o.onRowSent?.(e.row.group_id, e.row.row_index, Date.now());
+      } else if (e.kind === 'gym_result') {
+        const value = this.o.codec.encode({ kind: 'gym_result', result: e.result });
+        this.push({ key: e.result.group_id, value });
+        this.progress.results++;
+        this.o.onRowSent?.(e.result.group_id, e.result.row_index, Date.now());
       } else if (e.kind === 'garbage') {
         this.push({ key: e.key, value: Buffer.from(e.bytes) });
         this.progress.garbage++;
