@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
-import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
+import { asGymResultEvents, generateEvents, type GymLoadgenEvent, type LoadgenEvent } from '../../loadgen/index.js';
+import { runOffline } from '../../cli/offline.js';
+import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
 import { TopicCodec } from '../../streams/codec.js';
 import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
 import { RowProducer } from '../../streams/row-producer.js';
@@ -18,7 +20,7 @@ afterEach(async () => {
   await env?.close();
 });
 
-async function produce(e: TestEnv, events: LoadgenEvent[]): Promise<void> {
+async function produce(e: TestEnv, events: Array<LoadgenEvent | GymLoadgenEvent>): Promise<void> {
   const names = topicNames(e.prefix);
   const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
   const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec });
@@ -58,6 +60,29 @@ describe('accumulator state across restarts', () => {
       const g = await codec.decode(r.value);
       expect(g.rows.map((x) => x.row_index % 4)).toEqual([0, 1, 2, 3]);
     }
+  });
+
+  test('NeMo-Gym results received before a restart are converted again on restore: the groups equal the offline runner\'s', async () => {
+    env = await testEnv('restore-gym');
+    const results = [
+      ...asGymResultEvents(generateEvents({ batches: 1, groupsPerBatch: 3, generations: 4, seed: 12, profile: 'default', runId: `${env.prefix}run`, reorderWindowGroups: 0 })),
+    ].flatMap((e) => (e.kind === 'gym_result' ? [e] : []));
+    expect(results).toHaveLength(12);
+    const names = topicNames(env.prefix);
+    pipeline = await start(env);
+    await produce(env, results.filter((e) => e.result.row_index % 4 < 3));
+    await readTopic(env.kafka, names.accumulateChangelog, (rs) => rs.length >= 9, { timeoutMs: 60_000, settleMs: 500 });
+    await pipeline.stop();
+    pipeline = await start(env);
+    await produce(env, results.filter((e) => e.result.row_index % 4 === 3));
+    const groups = await readTopic(env.kafka, names.groupComplete, (rs) => rs.length >= 3);
+    expect(groups).toHaveLength(3);
+    const offline: string[] = [];
+    await runOffline('accumulate', env.config, results.map((e) => formatJsonLine({ kind: 'gym_result', record: e.result })), (l) => void offline.push(l));
+    const want = new Map(offline.map(parseJsonLine).flatMap((l) => (l.kind === 'group' ? [[l.group.group_id, formatJsonLine(l)] as const] : [])));
+    expect(want.size).toBe(3);
+    const codec = new TopicCodec('groupComplete', subjectOf(names.groupComplete), env.registry);
+    for (const r of groups) expect(formatJsonLine({ kind: 'group', group: await codec.decode(r.value) })).toBe(want.get(r.key!));
   });
 
   test('a pending row that is gone from the input topic when restoring is missing from its group, which dead-letters as incomplete', async () => {
