@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 # --device cuda` and `rollout_stream.devices`/`materialize` work where
 # confluent-kafka or fastavro are not installed (a bare PyTorch GPU box).
 _EXPORTS = {
+    "BatchPublisher": "batch_stamping",
+    "RowIdentity": "batch_stamping",
+    "stamp_batch": "batch_stamping",
     "JaggedArray": "codec",
     "PackedGroup": "codec",
     "decode_packed_body": "codec",
@@ -29,6 +32,11 @@ _EXPORTS = {
     "fields_to": "devices",
     "BrokerUnavailableError": "errors",
     "DecodeError": "errors",
+    "DeliveryError": "errors",
+    "InvalidRowError": "errors",
+    "PublisherClosedError": "errors",
+    "SchemaLayoutError": "errors",
+    "SchemaRegistrationError": "errors",
     "DeviceUnavailableError": "errors",
     "FramingError": "errors",
     "KafkaOperationError": "errors",
@@ -40,6 +48,11 @@ _EXPORTS = {
     "materialize": "materialize",
     "media_segments": "media",
     "merge_groups": "merge",
+    "murmur2": "partitioner",
+    "partition_for_key": "partitioner",
+    "FailedDelivery": "publisher",
+    "PublisherStats": "publisher",
+    "RolloutPublisher": "publisher",
     "DEFAULT_REGISTRY_URL": "registry",
     "SchemaResolver": "registry",
     "StaticResolver": "registry",
@@ -47,6 +60,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .batch_stamping import BatchPublisher, RowIdentity, stamp_batch
     from .codec import JaggedArray, PackedGroup, decode_packed_body
     from .consumer import DEFAULT_BROKERS, Delivery, FeedStats, PackedConsumer, feed
     from .deserializer import PackedDeserializer, decode_packed
@@ -54,17 +68,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from .errors import (
         BrokerUnavailableError,
         DecodeError,
+        DeliveryError,
         DeviceUnavailableError,
         FramingError,
+        InvalidRowError,
         KafkaOperationError,
+        PublisherClosedError,
         RegistryUnavailableError,
         RolloutStreamError,
+        SchemaLayoutError,
+        SchemaRegistrationError,
         UnknownSchemaError,
     )
     from .framing import frame, parse_header
     from .materialize import materialize
     from .media import media_segments
     from .merge import merge_groups
+    from .partitioner import murmur2, partition_for_key
+    from .publisher import FailedDelivery, PublisherStats, RolloutPublisher
     from .registry import DEFAULT_REGISTRY_URL, SchemaResolver, StaticResolver, make_registry_client
 
 
@@ -86,21 +107,31 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchPublisher",
     "BrokerUnavailableError",
     "DEFAULT_BROKERS",
     "DEFAULT_REGISTRY_URL",
     "DecodeError",
     "Delivery",
+    "DeliveryError",
     "DeviceUnavailableError",
+    "FailedDelivery",
     "FeedStats",
     "FramingError",
+    "InvalidRowError",
     "JaggedArray",
     "KafkaOperationError",
     "PackedConsumer",
     "PackedDeserializer",
     "PackedGroup",
+    "PublisherClosedError",
+    "PublisherStats",
     "RegistryUnavailableError",
+    "RolloutPublisher",
     "RolloutStreamError",
+    "RowIdentity",
+    "SchemaLayoutError",
+    "SchemaRegistrationError",
     "SchemaResolver",
     "StaticResolver",
     "UnknownSchemaError",
@@ -113,5 +144,8 @@ __all__ = [
     "materialize",
     "media_segments",
     "merge_groups",
+    "murmur2",
     "parse_header",
+    "partition_for_key",
+    "stamp_batch",
 ]

@@ -70,3 +70,52 @@ class DeviceUnavailableError(RolloutStreamError):
     """``device=`` names an accelerator this process cannot use (no CUDA, bad index)."""
 
     code = "device_unavailable"
+
+
+class InvalidRowError(RolloutStreamError, ValueError):
+    """A row or result handed to the publisher breaks SPEC §2 / §2.1; nothing was sent.
+
+    Attributes:
+        field: Path of the offending field, e.g. ``"message_log[2].token_ids"``
+            or ``"gym_result.response.output"``; the message starts with it.
+    """
+
+    code = "invalid_row"
+
+    def __init__(self, field: str, problem: str, **details: Any) -> None:
+        super().__init__(f"{field} {problem}", field=field, **details)
+        self.field = field
+
+
+class DeliveryError(RolloutStreamError):
+    """The broker did not take one or more published records (raised by flush, end_batch, close).
+
+    Attributes:
+        failures: One :class:`~rollout_stream.publisher.FailedDelivery` per lost
+            record (topic, partition, key, error), oldest first.
+    """
+
+    code = "delivery"
+    retriable = True
+
+    def __init__(self, message: str, failures: list[Any], **details: Any) -> None:
+        super().__init__(message, failures=failures, **details)
+        self.failures = failures
+
+
+class SchemaRegistrationError(RolloutStreamError):
+    """The registry refused the writer schema (incompatible, or the subject's compatibility is not BACKWARD)."""
+
+    code = "registry_error"
+
+
+class PublisherClosedError(RolloutStreamError):
+    """A publish call on a :class:`~rollout_stream.publisher.RolloutPublisher` after ``close()``."""
+
+    code = "publisher_closed"
+
+
+class SchemaLayoutError(RolloutStreamError):
+    """The row-completed schema is not the layout the publisher's hand-written encoder writes."""
+
+    code = "schema_layout"

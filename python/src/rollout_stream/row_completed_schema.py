@@ -1,0 +1,94 @@
+"""The ``rollout.row-completed`` value schema as the publisher registers and writes it.
+
+``schemas/row-completed.avsc`` is the source of truth for both languages.
+The TypeScript side registers ``JSON.stringify(parsed .avsc)`` (compact,
+key order as in the file) under ``<topic>-value``; :func:`registered_text`
+produces that exact text, so both publishers get one schema id. The Python
+encoder (:mod:`rollout_stream.row_encoder`) writes the body by hand for
+speed, so :func:`check_layout` refuses a schema whose Parsing Canonical Form
+(the part that decides the bytes: names, types, field order) differs from
+the one the encoder was written for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import to_parsing_canonical_form
+
+from . import js_json
+from .errors import SchemaLayoutError
+
+SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
+SCHEMA_FILE = "row-completed.avsc"
+NAMESPACE = "dev.rolloutstream.v1"
+ROW_BRANCH = f"{NAMESPACE}.RolloutRow"
+BATCH_END_BRANCH = f"{NAMESPACE}.BatchEnd"
+GYM_RESULT_BRANCH = f"{NAMESPACE}.GymResult"
+# sha256 of the Parsing Canonical Form the hand-written encoder follows:
+# event = union [RolloutRow, BatchEnd, GymResult], fields in schema order.
+ENCODER_LAYOUT_SHA256 = "490602bb06e1d4c1125ad4d382e68538c37d9f0ad4f3daf97eb3da974f67d730"
+
+
+def schema_path() -> Path:
+    """``schemas/row-completed.avsc`` of the repository this package sits in.
+
+    Looks in ``$ROLLOUT_STREAM_SCHEMAS`` first, then walks up from this file.
+
+    Raises:
+        FileNotFoundError: No such file was found.
+    """
+    env = os.environ.get(SCHEMA_ENV)
+    if env and (Path(env) / SCHEMA_FILE).is_file():
+        return Path(env) / SCHEMA_FILE
+    for parent in Path(__file__).resolve().parents:
+        cand = parent / "schemas" / SCHEMA_FILE
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(f"schemas/{SCHEMA_FILE} not found above {__file__}; set {SCHEMA_ENV} to its folder")
+
+
+def load(path: str | Path | None = None) -> dict[str, Any]:
+    """The schema as parsed JSON (key order as in the file)."""
+    return json.loads(Path(path or schema_path()).read_text(encoding="utf-8"))
+
+
+def registered_text(schema: dict[str, Any]) -> str:
+    """The text the TypeScript registry client sends for ``schema``: ``JSON.stringify(schema)``."""
+    return js_json.dumps(schema, "schema")
+
+
+def layout_sha256(schema: dict[str, Any]) -> str:
+    """sha256 (hex) of the schema's Parsing Canonical Form."""
+    return hashlib.sha256(to_parsing_canonical_form(schema).encode("utf-8")).hexdigest()
+
+
+def check_layout(schema: dict[str, Any]) -> None:
+    """Raises :class:`SchemaLayoutError` unless ``schema`` encodes like the hand-written encoder.
+
+    Docs, defaults and logical types do not count (they change no byte).
+    """
+    got = layout_sha256(schema)
+    if got != ENCODER_LAYOUT_SHA256:
+        raise SchemaLayoutError(
+            f"{SCHEMA_FILE} has layout {got[:12]}…, but rollout_stream/row_encoder.py writes layout "
+            f"{ENCODER_LAYOUT_SHA256[:12]}…: the schema changed (new field, new union branch, reordering); "
+            "update the encoder and ENCODER_LAYOUT_SHA256 together",
+            layout=got,
+        )
+
+
+@lru_cache(maxsize=4)
+def _parsed_for(text: str) -> dict[str, Any]:
+    return fastavro.parse_schema(json.loads(text))
+
+
+def parsed(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema parsed by fastavro (cached per schema text), for decoding."""
+    return _parsed_for(json.dumps(schema))
