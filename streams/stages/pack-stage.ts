@@ -16,19 +16,25 @@ export interface PackStageDeps {
   config: PackConfig;
   penalizedCodec: TopicCodec<'penalized'>;
   packedCodec: TopicCodec<'packed'>;
+  /** Output memory of every partition of this stage (default: one pool of PACK_SLAB_POOL_BYTES per stage, i.e. per process). */
+  slabPool?: SlabPool;
 }
+
+/** The most free output memory the pack stage keeps for reuse, for all its partitions together (README "Sizing"). */
+export const PACK_SLAB_POOL_BYTES = 256 * 1024 * 1024;
 
 export function packStage(deps: PackStageDeps): Stage {
   const { topics } = deps;
+  // Output memory is recycled between groups: fresh pages cost more than
+  // the packing itself (bench/README.md). One pool for every partition of
+  // the process: a group's slab is taken and released without an await in
+  // between (encode() copies), so partitions never hold a slab at once.
+  const pool = deps.slabPool ?? new SlabPool(PACK_SLAB_POOL_BYTES);
   return {
     name: 'pack',
     inputTopic: topics.penalized,
     outputTopics: [topics.packed, topics.deadLetter],
     createProcessor: () => {
-      // Output memory is recycled between groups: fresh pages cost more than
-      // the packing itself (bench/README.md). encode() copies, so a group's
-      // slab is released right after its record is encoded.
-      const pool = new SlabPool(256 * 1024 * 1024);
       return {
         async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
           const out = emptyOutput();

@@ -1,0 +1,36 @@
+/**
+ * The pack stage keeps one slab pool for all its partitions (README
+ * "Sizing": the pool's bound is per process, not per partition): a group
+ * packed on one partition reuses the slab another partition released.
+ */
+import { expect, test } from 'vitest';
+import { configSchema } from '../../../config/schema.js';
+import { SlabPool } from '../../../processors/slab.js';
+import { avroSchema } from '../../../schemas/index.js';
+import { TopicCodec } from '../../../streams/codec.js';
+import type { SchemaRegistryClient } from '../../../streams/schema-registry.js';
+import { packStage } from '../../../streams/stages/pack-stage.js';
+import { topicNames } from '../../../streams/topics.js';
+import { samplePenalized } from '../../fixtures/records.js';
+
+// A registry stand-in for the codecs only: this is a unit test of the stage's memory, not of the registry.
+const registry = { register: async () => 1, schemaById: async (id: number) => avroSchema(id === 1 ? 'penalized' : 'packed') } as unknown as SchemaRegistryClient;
+
+test('every partition of the pack stage draws its output memory from the one pool of the stage', async () => {
+  const topics = topicNames('');
+  const penalizedCodec = await new TopicCodec('penalized', 'p-value', registry).init();
+  const packedCodec = await new TopicCodec('packed', 'k-value', registry).init();
+  const slabPool = new SlabPool(1024 * 1024 * 1024);
+  const stage = packStage({ topics, config: configSchema.parse({}).pack, penalizedCodec, packedCodec, slabPool });
+  const value = penalizedCodec.encode(samplePenalized());
+  const retained: number[] = [];
+  for (let partition = 0; partition < 4; partition++) {
+    const processor = stage.createProcessor(partition);
+    const out = await processor.process([{ topic: topics.penalized, partition, offset: '0', key: null, value, timestamp: 0 }], 0);
+    expect(out.messages).toHaveLength(1);
+    retained.push(slabPool.retainedBytes);
+  }
+  // One slab, taken and given back by each partition in turn (private pools would leave this one empty).
+  expect(retained[0]).toBeGreaterThan(0);
+  expect(retained).toEqual([retained[0], retained[0], retained[0], retained[0]]);
+});
