@@ -6,10 +6,16 @@
  *   ratio e2e/raw = pipeline MB/s ÷ (raw MB/s ÷ 4)
  *
  * (a row's bytes are written four times on their way: row-completed,
- * group-complete, penalized, packed). Stages run as one child process
- * (`./rollout-stream run`), the producer and the packed-topic reader in this
- * one. Latency = last row of a group sent → its packed record read
- * (read_committed, so after the pack transaction committed).
+ * group-complete, penalized, packed). With `--format gym-result` the load
+ * generator's rows are sent as the NeMo-Gym results they came from (SPEC
+ * §2.1, `asGymResultEvents`), so accumulate runs the ingest conversion; the
+ * ratio then counts each row by the bytes of the row it converts back to
+ * (its Avro encoding as a RolloutRow, measured before the clock), so the
+ * two paths' ratios compare the same rollouts against the same baseline.
+ * Stages run as one child process (`./rollout-stream run`), the producer
+ * and the packed-topic reader in this one. Latency = last row of a group
+ * sent → its packed record read (read_committed, so after the pack
+ * transaction committed).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -21,7 +27,16 @@ import { parseArgs } from 'node:util';
 import { percentile } from '../cli/demo-summary.js';
 import { ensureLocalServices, ROOT } from '../cli/local-services.js';
 import { loadConfig } from '../config/load.js';
-import { formatBatchId, generateEvents, resolveLoadgenOptions, rowTokenCounts, type LoadgenEvent, type ProfileName } from '../loadgen/index.js';
+import {
+  asGymResultEvents,
+  formatBatchId,
+  generateEvents,
+  resolveLoadgenOptions,
+  rowTokenCounts,
+  type GymLoadgenEvent,
+  type LoadgenEvent,
+  type ProfileName,
+} from '../loadgen/index.js';
 import { TopicCodec } from '../streams/codec.js';
 import { createKafka, createRegistry } from '../streams/kafka-client.js';
 import { RowProducer } from '../streams/row-producer.js';
@@ -31,13 +46,15 @@ import { UsageError } from '../cli/command.js';
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
+                               [--format row|gym-result] [--cpu-prof DIR]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
 p50/p90/p99/max latency (last row sent → packed record committed), the peak
 RSS of every process (stage processes, this one, the local broker and
-registry), the broker's raw throughput for the same record size
-(ProducerPerformance), and last "ratio e2e/raw: <n>".
+registry), the stage processes' CPU per row while measuring (/proc; steadier
+than rates on a shared machine), the broker's raw throughput for the same
+record size (ProducerPerformance), and last "ratio e2e/raw: <n>".
 --rate R paces the producer at R rows/s (default: as fast as possible).
 --duration S keeps producing batches for S seconds (a soak; needs --rate)
   instead of --batches, and prints each process's RSS per minute.
@@ -47,10 +64,16 @@ registry), the broker's raw throughput for the same record size
 --separate runs the stages of one process with one transaction each
   (run --separate) instead of fused (one per batch, the default).
 --wire W packs with pack.wire_dtypes W: trainer (the default) or narrow.
+--format gym-result sends each row as the NeMo-Gym result it came from
+  (GymResult, SPEC §2.1): accumulate converts it back (the ingest path).
+  MB/s and the ratio count the converted rows' bytes (each row's Avro size,
+  as in the default --format row), so the two formats compare directly; the
+  GymResult bytes actually sent get their own line.
 --cpu-prof DIR writes a V8 CPU profile of each stage process into DIR
   (open in Chrome DevTools, or summarize self time per module).
 
-Example: ./rollout-stream bench e2e --profile published-max --batches 4`;
+Example: ./rollout-stream bench e2e --profile published-max --batches 4
+         ./rollout-stream bench e2e --profile published-max --batches 2 --format gym-result`;
 
 
 /** A TCP port free on 127.0.0.1 right now. */
@@ -116,6 +139,26 @@ function rawBrokerMBps(brokers: string, topic: string, recordSize: number, recor
   const m = /records sent, [\d.]+ records\/sec \(([\d.]+) MB\/sec\)/.exec(r.stdout ?? '');
   if (!m) throw new Error(`ProducerPerformance failed: ${r.stderr || r.stdout}`);
   return Number(m[1]);
+}
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
+
+/**
+ * CPU seconds (user + system) a process has used, from /proc; null where
+ * that cannot be read (not Linux, process gone). Steadier than wall-clock
+ * rates on a shared machine: what a stage spends per row does not depend on
+ * who else is running.
+ */
+function cpuSeconds(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
 }
 
 /** RSS (KiB) of a process, 0 when it is gone. */
@@ -191,6 +234,7 @@ export async function main(argv: string[]): Promise<number> {
       split: { type: 'boolean' },
       separate: { type: 'boolean' },
       wire: { type: 'string', default: 'trainer' },
+      format: { type: 'string', default: 'row' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -203,6 +247,8 @@ export async function main(argv: string[]): Promise<number> {
   if (duration !== null && !(duration > 0)) throw new UsageError(`--duration must be a positive number of seconds, got ${values.duration}`);
   if (duration !== null && values.rate === undefined) throw new UsageError('--duration needs --rate (a soak runs at a fixed load)');
   if (values.wire !== 'trainer' && values.wire !== 'narrow') throw new UsageError(`--wire must be trainer or narrow, got ${values.wire}`);
+  if (values.format !== 'row' && values.format !== 'gym-result') throw new UsageError(`--format must be row or gym-result, got ${values.format}`);
+  const gymResults = values.format === 'gym-result';
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
   const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix]] });
@@ -235,6 +281,9 @@ export async function main(argv: string[]): Promise<number> {
   // a --duration run keeps adding batches until the time is up.
   let rows = 0;
   let tokens = 0;
+  // Avro bytes of the rows as RolloutRows: with --format gym-result what the
+  // pipeline's rows weigh, though GymResults are what is sent.
+  let rowBytes = 0;
   let producing = true;
   let t0 = Date.now();
   function* events(): Generator<LoadgenEvent> {
@@ -244,6 +293,7 @@ export async function main(argv: string[]): Promise<number> {
         if (e.kind === 'row') {
           rows++;
           tokens += rowTokenCounts(e.row).total;
+          if (gymResults) rowBytes += codec.encode({ kind: 'row', row: e.row }).length;
         }
         yield e;
       }
@@ -345,7 +395,10 @@ export async function main(argv: string[]): Promise<number> {
   // A fixed run's rows are generated before the clock starts (rollout workers
   // are other machines; the synthetic generator's CPU is not the pipeline's).
   // A soak generates them as it goes, so its memory stays flat.
-  const source = duration === null ? [...events()] : events();
+  const lazy: Iterable<LoadgenEvent | GymLoadgenEvent> = gymResults ? asGymResultEvents(events()) : events();
+  const source = duration === null ? [...lazy] : lazy;
+  const stageCpu0 = stages.map((s) => cpuSeconds(s.child.pid));
+  const benchCpu0 = process.cpuUsage();
   t0 = Date.now();
   const sent = await producer.send(source);
   await producer.disconnect();
@@ -356,6 +409,11 @@ export async function main(argv: string[]): Promise<number> {
   clearTimeout(timeout);
   if (progress) clearInterval(progress);
   const seconds = (Date.now() - t0) / 1000;
+  const benchCpu = process.cpuUsage(benchCpu0);
+  const stageCpu = stages.map((s, i) => {
+    const end = cpuSeconds(s.child.pid);
+    return end === null || stageCpu0[i] == null ? null : end - stageCpu0[i]!;
+  });
   rss.sample();
   rss.stop();
   const phases = await transactionPhases(stages.map((s) => s.metricsPort));
@@ -377,7 +435,8 @@ export async function main(argv: string[]): Promise<number> {
     ),
   );
 
-  const bytes = sent.bytes;
+  // Row bytes either way (see the file comment); sent.bytes are GymResults with --format gym-result.
+  const bytes = gymResults ? rowBytes : sent.bytes;
   const latencyOf = [...arrived].map(([g, t]) => [g, t - (lastSent.get(g) ?? t)] as const);
   const latencies = latencyOf.map(([, ms]) => ms).sort((a, b) => a - b);
   const mbps = bytes / 1e6 / seconds;
@@ -405,6 +464,7 @@ export async function main(argv: string[]): Promise<number> {
     .sort((a, b) => a - b);
   const lines = [
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
+    ...(gymResults ? [`input              GymResults (--format gym-result): ${sent.results} sent, converted back to rows by accumulate`] : []),
     `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
@@ -412,6 +472,7 @@ export async function main(argv: string[]): Promise<number> {
     `rows/s             ${(rows / seconds).toFixed(1)}`,
     `tokens/s           ${(tokens / seconds / 1e6).toFixed(3)} M`,
     `MB/s (row bytes)   ${mbps.toFixed(1)}`,
+    ...(gymResults ? [`MB/s (GymResults)  ${(sent.bytes / 1e6 / seconds).toFixed(1)} (${(sent.bytes / Math.max(1, bytes)).toFixed(2)}× the row bytes)`] : []),
     `latency            p50 ${pct(50)}, p90 ${pct(90)}, p99 ${pct(99)}, max ${latencies.length ? latencies[latencies.length - 1] : NaN} ms (last row sent → packed committed)`,
     ...(warm.length > 0 && warm.length < latencies.length
       ? [
@@ -419,6 +480,12 @@ export async function main(argv: string[]): Promise<number> {
         ]
       : []),
     ...(phases ? [`tx phases (mean ms) ${phases}`] : []),
+    ...(stageCpu.every((c) => c !== null) && rows > 0
+      ? [
+          `stage CPU          ${((stageCpu.reduce((a, c) => a + c!, 0) * 1000) / rows).toFixed(2)} ms/row (${stageCpu.map((c) => `${c!.toFixed(2)} s`).join(' + ')} user+system of the stage process(es) while measuring); ` +
+            `this process (producer, readers) ${((benchCpu.user + benchCpu.system) / 1000 / rows).toFixed(2)} ms/row`,
+        ]
+      : []),
     `RSS peak           ${[...rss.peak].map(([n, kb]) => `${n} ${mib(kb)}`).join('; ')}`,
   ];
   if (rss.perMinute.length > 2) {

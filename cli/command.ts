@@ -11,6 +11,8 @@ export interface Command {
   summary: string;
   usage: string;
   run(argv: string[]): Promise<number>;
+  /** `<command> <sub> --help` goes to `run` (each subcommand prints its own usage); `<command> --help` still prints `usage`. */
+  delegatesHelp?: boolean;
 }
 
 export function wantsHelp(argv: string[]): boolean {

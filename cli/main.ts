@@ -80,7 +80,8 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const command = await entry.load();
-  if (wantsHelp(rest)) {
+  const subcommand = rest[0] !== undefined && !rest[0].startsWith('-');
+  if (wantsHelp(rest) && !(command.delegatesHelp && subcommand)) {
     console.log(command.usage);
     return 0;
   }

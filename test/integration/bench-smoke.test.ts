@@ -4,6 +4,8 @@
  * test: no figure is asserted beyond being a positive number).
  */
 import { describe, expect, test } from 'vitest';
+import { loadConfig } from '../../config/load.js';
+import { createKafka } from '../../streams/kafka-client.js';
 import { launcher } from './launcher.js';
 
 const number = (out: string, label: RegExp): number => {
@@ -38,6 +40,68 @@ describe('benchmark commands', () => {
     }
     const lines = run.stdout.trim().split('\n');
     expect(lines[lines.length - 1]).toMatch(/^ratio tx\/plain: \d+\.\d{2}$/);
+  });
+
+  test('bench e2e --format gym-result sends NeMo-Gym results, accumulate converts every one, every group arrives packed, and the ratio counts row bytes', async () => {
+    const run = await launcher(['bench', 'e2e', '--profile', 'small', '--batches', '2', '--groups', '2', '--generations', '4', '--rate', '200', '--format', 'gym-result']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const out = run.stdout;
+    expect(out).toMatch(/^profile\s+small \(4 groups × 4 rows; 4 packed\)$/m);
+    expect(out).toMatch(/^input\s+GymResults \(--format gym-result\): 16 sent, converted back to rows by accumulate$/m);
+    expect(out).toMatch(/^MB\/s \(row bytes\)\s+[\d.]+$/m);
+    // A GymResult carries each turn's whole prompt again, and its numbers as JSON text: it outweighs its row.
+    expect(number(out, /^MB\/s \(GymResults\)\s+[\d.]+ \(([\d.]+)× the row bytes\)$/m)).toBeGreaterThan(1);
+    expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
+    expect(number(out, /^stage CPU\s+([\d.]+) ms\/row \([\d.]+ s user\+system of the stage process\(es\) while measuring\); this process \(producer, readers\) [\d.]+ ms\/row$/m)).toBeGreaterThan(0);
+    const lines = out.trim().split('\n');
+    expect(lines[lines.length - 1]).toMatch(/^ratio e2e\/raw: \d+\.\d{3}$/);
+    expect(out).not.toMatch(/dead letters/);
+  });
+
+  test('bench ingest prints each pair and the median of both ratios per profile, exits 0 and deletes its scratch topics', async () => {
+    const run = await launcher(['bench', 'ingest', '--rows', '4', '--repeat', '2']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const sections = run.stdout.trim().split(/^(?=profile )/m);
+    expect(sections.map((s) => /^profile\s+([\w-]+):/.exec(s)?.[1])).toEqual(['published-max', 'router-replay']);
+    for (const section of sections) {
+      expect(section).toMatch(/^profile\s+[\w-]+: 4 GymResults \(1 group × 16, seed 1\); JSON text [\d.]+ MB \(mean \d+ kB, max \d+ kB\)$/m);
+      for (const pair of [1, 2]) {
+        expect(section).toMatch(new RegExp(`^convert pair ${pair}\\s+parse [\\d.]+ µs/row \\([\\d.]+ MB/s of JSON\\), ingest [\\d.]+ µs/row: ratio \\d+\\.\\d{3}$`, 'm'));
+        expect(section).toMatch(
+          new RegExp(`^publish pair ${pair}\\s+raw [\\d.]+ rows/s [\\d.]+ MB/s \\(cpu [\\d.]+ ms/MB\\), publisher [\\d.]+ rows/s [\\d.]+ MB/s \\(cpu [\\d.]+ ms/MB\\): ratio \\d+\\.\\d{3}$`, 'm'),
+        );
+      }
+      expect(section).not.toMatch(/pair 3/);
+      expect(section).toMatch(/^convert median\s+parse [\d.]+ µs\/row, ingest [\d.]+ µs\/row over 2 pairs/m);
+      const median = /^publish median\s+raw .* over 2 pairs .* \((\d+) records incl\. (\d+) BatchEnds\), (\d+) partitions, acks=-1, idempotent/m.exec(section);
+      expect(median, section).not.toBeNull();
+      // The 4 GymResults and one BatchEnd per partition.
+      expect([Number(median![1]), Number(median![2])]).toEqual([4 + Number(median![3]), Number(median![3])]);
+      expect(number(section, /^ratio ingest\/parse: (\d+\.\d{3})$/m)).toBeGreaterThan(0);
+      expect(number(section, /^ratio publish\/raw: (\d+\.\d{3})$/m)).toBeGreaterThan(0);
+    }
+    // The scratch topics it named on stderr are gone.
+    const topics = [...run.stderr.matchAll(/publishing to (\S+rollout\.row-completed)/g)].map((m) => m[1]!);
+    expect(topics).toHaveLength(2);
+    const admin = createKafka(loadConfig({}).config.kafka, 'test-bench-smoke').admin();
+    await admin.connect();
+    try {
+      const left = new Set(await admin.listTopics());
+      expect(topics.filter((t) => left.has(t))).toEqual([]);
+    } finally {
+      await admin.disconnect();
+    }
+  });
+
+  test('bench ingest --no-publish measures the conversion only, and an unknown profile is refused naming the flag', async () => {
+    const run = await launcher(['bench', 'ingest', '--profile', 'published-max', '--rows', '4', '--repeat', '1', '--no-publish']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/^ratio ingest\/parse: \d+\.\d{3}$/m);
+    expect(run.stdout).toMatch(/^publish\s+skipped \(--no-publish\)$/m);
+    expect(run.stdout).not.toMatch(/ratio publish\/raw/);
+    const bad = await launcher(['bench', 'ingest', '--profile', 'default']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--profile must be published-max or router-replay, got default/);
   });
 
   test('bench e2e refuses a soak without a rate, naming the flag', async () => {

@@ -1,0 +1,158 @@
+/**
+ * Part (b) of `bench ingest`: publishing GymResults through the TypeScript
+ * `RolloutPublisher` (SPEC §2.2) against the least any publisher could do,
+ * a plain kafkajs produce of the very bytes the publisher sends.
+ *
+ * Both write to one scratch `<prefix>rollout.row-completed` (created with
+ * the real topic's spec, deleted afterwards) with the same producer
+ * settings (idempotent, acks=-1, one request in flight, the configured
+ * compression), the same keys and partitions (murmur2 of the group id),
+ * the same batching (a send at 1 MiB or 500 buffered records, each send
+ * awaited before the next is built) and the same closing `BatchEnd` to
+ * every partition. The raw side gets its values encoded before its clock
+ * starts; the publisher validates and encodes each record inside its clock,
+ * which is the difference being measured. Passes alternate (raw, publisher,
+ * raw, …); one warm-up pair is not counted.
+ */
+import type { Producer } from 'kafkajs';
+import type { Config } from '../config/schema.js';
+import { RolloutStreamError } from '../processors/errors.js';
+import { TopicCodec } from '../streams/codec.js';
+import { compressionType } from '../streams/compression.js';
+import { createKafka, createRegistry } from '../streams/kafka-client.js';
+import { partitionForKey } from '../streams/partitioner.js';
+import { createPublisher, type RolloutPublisher } from '../streams/publisher.js';
+import { subjectOf, topicNames, topicSpecs } from '../streams/topics.js';
+import type { BenchRecord } from './ingest-records.js';
+
+/** The publisher's own defaults (streams/publisher.ts), passed explicitly so both sides batch alike by construction. */
+export const BATCHING = { flushBytes: 1024 * 1024, flushRecords: 500, lingerMs: 5 } as const;
+
+export interface PublishPass {
+  seconds: number;
+  /** GymResults sent. */
+  rows: number;
+  /** Value bytes sent, BatchEnd copies included. */
+  bytes: number;
+  /** CPU (user + system) of this process during the pass: validation, encoding and kafkajs's work. */
+  cpuMs: number;
+}
+
+export interface PublishPair {
+  raw: PublishPass;
+  publisher: PublishPass;
+  /** Publisher MB/s ÷ raw MB/s (the same bytes, so raw seconds ÷ publisher seconds). */
+  ratio: number;
+}
+
+export interface PublishRun {
+  pairs: PublishPair[];
+  topic: string;
+  partitions: number;
+  /** Records per pass: GymResults plus one BatchEnd per partition. */
+  recordsPerPass: number;
+  bytesPerPass: number;
+}
+
+interface Outgoing {
+  key: string;
+  value: Buffer;
+  partition: number;
+}
+
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(start);
+  return (d.user + d.system) / 1000;
+}
+
+/** The raw side: the publisher's batching rule over pre-encoded records, sends awaited one by one. */
+async function rawPass(producer: Producer, topic: string, compression: ReturnType<typeof compressionType>, rows: Outgoing[], ends: Outgoing[]): Promise<PublishPass> {
+  const send = (messages: Outgoing[]) => producer.send({ topic, acks: -1, compression, messages });
+  let buffer: Outgoing[] = [];
+  let buffered = 0;
+  let bytes = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (const r of rows) {
+    buffer.push(r);
+    buffered += r.value.length;
+    bytes += r.value.length;
+    if (buffered >= BATCHING.flushBytes || buffer.length >= BATCHING.flushRecords) {
+      await send(buffer);
+      buffer = [];
+      buffered = 0;
+    }
+  }
+  if (buffer.length > 0) await send(buffer);
+  await send(ends);
+  const seconds = (performance.now() - t0) / 1000;
+  const cpuMs = cpuMsSince(cpu0);
+  for (const e of ends) bytes += e.value.length;
+  return { seconds, rows: rows.length, bytes, cpuMs };
+}
+
+async function publisherPass(publisher: RolloutPublisher, records: readonly BenchRecord[], batchId: string): Promise<PublishPass> {
+  const before = publisher.stats().bytes;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (const r of records) await publisher.publishResult(r.result);
+  await publisher.endBatch(batchId, records.length);
+  const seconds = (performance.now() - t0) / 1000;
+  return { seconds, rows: records.length, bytes: publisher.stats().bytes - before, cpuMs: cpuMsSince(cpu0) };
+}
+
+/**
+ * Creates the scratch topic under `config.topics.prefix`, measures
+ * `repeat` alternating pairs, and deletes the topic (also on failure).
+ *
+ * @throws RolloutStreamError (`bench_failed`) when the publisher sent other
+ *   bytes than the raw side (the comparison would not be of the same work).
+ */
+export async function measurePublishing(records: readonly BenchRecord[], config: Config, repeat: number, gc: () => void): Promise<PublishRun> {
+  const topic = topicNames(config.topics.prefix).rowCompleted;
+  const spec = topicSpecs(config).find((s) => s.topic === topic)!;
+  const kafka = createKafka(config.kafka, 'bench-ingest-raw');
+  const admin = kafka.admin();
+  await admin.connect();
+  let publisher: RolloutPublisher | null = null;
+  let producer: Producer | null = null;
+  try {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: spec.numPartitions, replicationFactor: config.topics.replication_factor, configEntries: spec.configEntries }],
+    });
+    publisher = await createPublisher(config, { clientSuffix: 'bench-ingest-publisher', ...BATCHING });
+    const codec = await new TopicCodec('rowCompleted', subjectOf(topic), createRegistry(config.kafka)).init();
+    const partitions = publisher.partitions;
+    const batchId = records[0]!.result.batch_id;
+    const rows = records.map((r) => ({
+      key: r.result.group_id,
+      value: codec.encode({ kind: 'gym_result', result: r.result }),
+      partition: partitionForKey(r.result.group_id, partitions),
+    }));
+    const endValue = codec.encode({ kind: 'batch_end', end: { batch_id: batchId, num_rows: records.length } });
+    const ends = Array.from({ length: partitions }, (_, p) => ({ key: batchId, value: endValue, partition: p }));
+    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    await producer.connect();
+    const compression = compressionType(config.kafka.compression);
+
+    const pairs: PublishPair[] = [];
+    for (let i = 0; i <= repeat; i++) {
+      gc();
+      const raw = await rawPass(producer, topic, compression, rows, ends);
+      gc();
+      const pub = await publisherPass(publisher, records, batchId);
+      if (pub.bytes !== raw.bytes) {
+        throw new RolloutStreamError('bench_failed', `the publisher sent ${pub.bytes} value bytes, the raw producer ${raw.bytes}: not the same records`);
+      }
+      // Pair 0 warms up the JIT, the connections and the broker's log; it is not counted.
+      if (i > 0) pairs.push({ raw, publisher: pub, ratio: raw.seconds / pub.seconds });
+    }
+    return { pairs, topic, partitions, recordsPerPass: rows.length + ends.length, bytesPerPass: pairs[0]?.raw.bytes ?? 0 };
+  } finally {
+    await publisher?.close().catch(() => undefined);
+    await producer?.disconnect().catch(() => undefined);
+    await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+    await admin.disconnect();
+  }
+}
