@@ -1,4 +1,4 @@
-"""Command line: ``python -m rollout_stream inspect|bench``."""
+"""Command line: ``python -m rollout_stream inspect|bench|bench publish``."""
 
 from __future__ import annotations
 
@@ -136,14 +136,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=8, help="values shown per field (default 8)")
     p.add_argument("--json", action="store_true", help="print the SPEC §9 JSON form instead")
     p.add_argument("--timeout", type=float, default=10.0)
-    b = sub.add_parser("bench", help="decode throughput vs a plain bytes copy")
+    b = sub.add_parser("bench", help="decode throughput vs a plain bytes copy; `bench publish`: publisher vs raw produce")
     bench.add_arguments(b)
+    bench_sub = b.add_subparsers(dest="bench_command", metavar="{publish}")
+    bp = bench_sub.add_parser(
+        "publish",
+        help="RolloutPublisher throughput on realistic GymResults vs a raw produce of the same bytes (needs the broker)",
+        description="RolloutPublisher.publish_result throughput vs a raw confluent-kafka produce of the same bytes.",
+    )
+    from . import bench_publish
+
+    bench_publish.add_arguments(bp)
     args = parser.parse_args(argv)
     # torch 2.15's own nested_tensor_from_jagged trips a one-time notice about
     # is_fx_tracing that says nothing about the data; keep the CLI output clean.
     logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
     try:
-        return inspect(args) if args.command == "inspect" else bench.run(args)
+        if args.command == "inspect":
+            return inspect(args)
+        if getattr(args, "bench_command", None) == "publish":
+            from . import bench_publish
+
+            return bench_publish.run(args)
+        return bench.run(args)
     except RolloutStreamError as e:
         print(f"error [{e.code}]: {e}", file=sys.stderr)
         return 2

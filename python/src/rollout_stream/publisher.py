@@ -47,6 +47,28 @@ MAX_MESSAGE_BYTES = 67_108_864
 _FIXED = {"enable.idempotence": True, "acks": "all"}
 
 
+def producer_settings(brokers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The librdkafka settings of the publisher's producer (``bench publish`` gives its raw producer the same).
+
+    Raises:
+        ValueError: ``extra`` tries to change idempotence or acks.
+    """
+    extra = dict(extra or {})
+    for key, want in _FIXED.items():
+        if key in extra and str(extra[key]).lower() != str(want).lower():
+            raise ValueError(f"{key} must stay {want!r} for the rollout publisher (got {extra[key]!r})")
+    return {
+        "bootstrap.servers": brokers,
+        "message.max.bytes": MAX_MESSAGE_BYTES,
+        # Only reached by a produce without a partition; ours always name one.
+        "partitioner": "murmur2_random",
+        # An unknown topic must be an error, not a one-partition topic made by the broker.
+        "allow.auto.create.topics": False,
+        **extra,
+        **_FIXED,
+    }
+
+
 @dataclass(frozen=True)
 class FailedDelivery:
     """One record the broker did not take."""
@@ -146,22 +168,7 @@ class RolloutPublisher:
     def _make_producer(self, extra: Mapping[str, Any] | None) -> Any:
         from confluent_kafka import Producer
 
-        extra = dict(extra or {})
-        for key, want in _FIXED.items():
-            if key in extra and str(extra[key]).lower() != str(want).lower():
-                raise ValueError(f"{key} must stay {want!r} for the rollout publisher (got {extra[key]!r})")
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.brokers,
-            "message.max.bytes": MAX_MESSAGE_BYTES,
-            # Only reached by a produce without a partition; ours always name one.
-            "partitioner": "murmur2_random",
-            # An unknown topic must be an error, not a one-partition topic made by the broker.
-            "allow.auto.create.topics": False,
-            "error_cb": self._on_error,
-            **extra,
-            **_FIXED,
-        }
-        return Producer(conf)
+        return Producer({"error_cb": self._on_error, **producer_settings(self.brokers, extra)})
 
     def _partition_count(self, timeout: float) -> int:
         from confluent_kafka import KafkaException
@@ -459,4 +466,4 @@ class RolloutPublisher:
             log.error("closing the publisher for %s while handling %s: %s", self.topic, exc_type.__name__, e)
 
 
-__all__ = ["DEFAULT_TOPIC", "FailedDelivery", "PublisherStats", "RolloutPublisher"]
+__all__ = ["DEFAULT_TOPIC", "FailedDelivery", "PublisherStats", "RolloutPublisher", "producer_settings"]

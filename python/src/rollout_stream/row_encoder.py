@@ -67,6 +67,16 @@ def _string(parts: list[Any], b: bytes) -> None:
     parts.append(b)
 
 
+def _string_pieces(parts: list[Any], b: bytes | list[bytes]) -> None:
+    """A string given whole or as pieces of its UTF-8 bytes (joined with the rest of the record)."""
+    if type(b) is bytes:
+        parts.append(zigzag(len(b)))
+        parts.append(b)
+    else:
+        parts.append(zigzag(sum(map(len, b))))
+        parts.extend(b)
+
+
 def _array_bytes(parts: list[Any], data: Any) -> None:
     parts.append(zigzag(data.nbytes))
     parts.append(data)
@@ -189,7 +199,7 @@ def gym_result_parts(g: WireGymResult) -> list[Any]:
     parts.append(zigzag(i.weight_version))
     _optional_string(parts, i.instance_label)
     _string(parts, g.gym_row)
-    _string(parts, g.gym_result)
+    _string_pieces(parts, g.gym_result)
     _tail(parts, i)
     return parts
 

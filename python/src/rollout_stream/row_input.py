@@ -79,7 +79,7 @@ class WireRow:
 class WireGymResult:
     identity: WireIdentity
     gym_row: bytes
-    gym_result: bytes
+    gym_result: bytes | list[bytes]  # pieces of one UTF-8 JSON text (js_json.dumps_parts)
 
 
 @dataclass(slots=True)
@@ -375,7 +375,7 @@ def gym_result(gym_row: Any, result: Any, ident: WireIdentity) -> WireGymResult:
     return WireGymResult(
         identity=ident,
         gym_row=js_json.dumps_utf8(task_row, "gym_row"),
-        gym_result=js_json.dumps_utf8(res, "gym_result"),
+        gym_result=js_json.dumps_parts(res, "gym_result"),
     )
 
 

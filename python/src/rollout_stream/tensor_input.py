@@ -11,6 +11,7 @@ dtype where the schema lets them (routed experts, media).
 
 from __future__ import annotations
 
+import array
 import sys
 from typing import Any
 
@@ -24,6 +25,9 @@ TENSOR_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float32", 
 INTEGER_DTYPES = frozenset(("uint8", "int8", "int16", "int32", "int64"))
 _LE = {name: np.dtype(name).newbyteorder("<") for name in TENSOR_DTYPES}
 _I32 = _LE["int32"]
+_INT_ONLY = frozenset((int,))
+# array("i") is a C int: the wire's int32 where that is 4 little-endian bytes (every platform torch runs on).
+_NATIVE_I32 = array.array("i").itemsize == 4 and sys.byteorder == "little"
 
 
 def _torch_module() -> Any:
@@ -89,8 +93,15 @@ def token_ids(value: Any, field: str) -> np.ndarray:
     """
     if value is None:
         raise InvalidRowError(field, "is missing (every message needs token_ids)")
-    if isinstance(value, list) and bool in set(map(type, value)):  # numpy would read [True, 5] as ints
-        raise InvalidRowError(field, "must be integers, got a list with booleans")
+    if isinstance(value, list):
+        types = set(map(type, value))
+        if bool in types:  # numpy would read [True, 5] as ints
+            raise InvalidRowError(field, "must be integers, got a list with booleans")
+        if types <= _INT_ONLY and _NATIVE_I32:
+            try:  # one C pass that also refuses values beyond int32; the array's buffer is the wire bytes
+                return np.frombuffer(array.array("i", value), dtype=_I32)
+            except OverflowError:
+                pass  # the general path below names the range
     arr = as_numpy(value, field, list_dtype="int32")
     if arr.ndim != 1:
         raise InvalidRowError(field, f"must be 1-D, got shape {list(arr.shape)}")
