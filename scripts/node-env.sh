@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the launcher has a Node.js the project supports (SPEC §9: every
 # command works from a fresh clone). The machine's `node` is used when it is
-# at least $NODE_MIN (Node 22 LTS; vitest 5 and vite need 22.12) and has npm
+# at least $NODE_MIN (Node 22 LTS from 22.12 on, the floor of vitest 5) and has npm
 # beside it. Otherwise a pinned Node 24 LTS is installed from the npm
 # registry into .local/node/ (git-ignored), once:
 #   - the binary from the `node-<os>-<arch>` package (it carries `node` only),
@@ -52,7 +52,7 @@ PRINT=0
 for a in "$@"; do
   case "$a" in
     --print) PRINT=1 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$a' (see scripts/node-env.sh --help)" ;;
   esac
 done
