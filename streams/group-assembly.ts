@@ -14,18 +14,7 @@
  */
 import type { PromptGroup } from '../processors/types.js';
 import type { AvroBodyCodec } from './codec.js';
-import { HEADER_BYTES, readSchemaId, writeHeader } from './wire-format.js';
-
-function zigzagVarint(n: number): Buffer {
-  const out: number[] = [];
-  let v = n * 2; // non-negative counts: zigzag is doubling
-  while (v >= 0x80) {
-    out.push((v & 0x7f) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  out.push(v);
-  return Buffer.from(out);
-}
+import { avroLong, HEADER_BYTES, readSchemaId, writeHeader } from './wire-format.js';
 
 export function assembleGroupValue(
   group: PromptGroup,
@@ -39,14 +28,15 @@ export function assembleGroupValue(
   }
   const head = groupBodyCodec.encodeBody({ ...group, rows: [] });
   const prefix = head.subarray(0, head.length - 1);
-  const count = zigzagVarint(rowPayloads.length);
+  const count = avroLong(rowPayloads.length);
   let size = HEADER_BYTES + prefix.length + count.length + 1;
   for (const p of rowPayloads) size += p.length - HEADER_BYTES - 1;
   const out = Buffer.allocUnsafe(size);
   writeHeader(out, groupSchemaId);
   let at = HEADER_BYTES;
   at += prefix.copy(out, at);
-  at += count.copy(out, at);
+  out.set(count, at);
+  at += count.length;
   for (const p of rowPayloads) {
     out.set(p.subarray(HEADER_BYTES + 1), at);
     at += p.length - HEADER_BYTES - 1;

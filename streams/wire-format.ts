@@ -33,10 +33,9 @@ export function writeHeader(target: Uint8Array, schemaId: number): void {
   new DataView(target.buffer, target.byteOffset, target.byteLength).setInt32(1, schemaId, false);
 }
 
-/** The Avro encoding of an optional long (`["null", "long"]`): the branch index, then the zigzag varint. */
-function optionalLongBytes(value: number | null | undefined): Uint8Array {
-  if (value === null || value === undefined) return Uint8Array.of(0);
-  const out = [2]; // branch 1, zigzag-encoded
+/** The Avro encoding of an `int` or `long`: zigzag, then base-128 varint, low group first. */
+export function avroLong(value: number): Uint8Array {
+  const out: number[] = [];
   let z = value >= 0 ? BigInt(value) * 2n : -BigInt(value) * 2n - 1n;
   while (z >= 0x80n) {
     out.push(Number(z & 0x7fn) | 0x80);
@@ -44,6 +43,12 @@ function optionalLongBytes(value: number | null | undefined): Uint8Array {
   }
   out.push(Number(z));
   return Uint8Array.from(out);
+}
+
+/** The Avro encoding of an optional long (`["null", "long"]`): the branch index, then the value. */
+function optionalLongBytes(value: number | null | undefined): Uint8Array {
+  if (value === null || value === undefined) return Uint8Array.of(0);
+  return Uint8Array.of(2, ...avroLong(value)); // branch 1, zigzag-encoded
 }
 
 /**

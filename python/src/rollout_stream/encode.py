@@ -20,6 +20,7 @@ from . import dtypes
 from .avro_body import parse_writer_schema
 from .codec import COUNT_TAGS, ROW_SHAPES_SUFFIX
 from .framing import HEADER_SIZE, frame
+from .row_encoder import zigzag as _zigzag
 
 SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
 
@@ -181,14 +182,6 @@ def encode_packed_body(record: Mapping[str, Any], schema: Mapping[str, Any] | No
 VALUES_ALIGNMENT = 64
 
 
-def _zigzag(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def encode_packed_value(record: Mapping[str, Any], schema_id: int, schema: Mapping[str, Any] | None = None) -> bytes:

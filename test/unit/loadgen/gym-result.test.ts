@@ -14,7 +14,6 @@ import {
   gymResultFromRow,
   parseFaultSpec,
   routedExpertsEnvelope,
-  type ExpectedOutcome,
   type LoadgenOptions,
 } from '../../../loadgen/index.js';
 import { accumulateBatchEnd, accumulateGymResult, createAccumulatorState } from '../../../processors/group-accumulator.js';
@@ -22,11 +21,12 @@ import { ingestGymResult } from '../../../processors/gym-ingest.js';
 import { resolveIngestConfig } from '../../../processors/ingest-config.js';
 import { decodeRoutedExperts } from '../../../processors/routed-experts-envelope.js';
 import { validateRow } from '../../../processors/row-validation.js';
-import type { DeadLetterDecision, GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
+import type { GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
 import { formatJsonLine, parseJsonLine } from '../../../schemas/json-form.js';
 import { AvroBodyCodec } from '../../../streams/codec.js';
 import { replayIdentity } from '../../../streams/wire-format.js';
 import { COMPACT, isGenerated, rows } from './row-helpers.js';
+import { expectedKey, realKey } from './dead-letter-keys.js';
 
 const INGEST = resolveIngestConfig(ingestConfigSchema.parse({}), { configDir: '/nonexistent' });
 
@@ -232,18 +232,3 @@ describe('gym-result events', () => {
   });
 });
 
-const GROUP_REASONS = new Set(['incomplete_group', 'mixed_agents', 'task_index_mismatch']);
-
-function realKey(d: DeadLetterDecision): string {
-  if (GROUP_REASONS.has(d.reason)) {
-    return `${d.reason}|${d.group_id}|rows=${d.row_indices.join(',')}|missing=${d.missing_row_indices.join(',')}`;
-  }
-  return `${d.reason}|${d.group_id}|row=${d.row_indices[0]}`;
-}
-
-function expectedKey(e: ExpectedOutcome): string {
-  if (e.row_indices !== undefined) {
-    return `${e.reason}|${e.group_id}|rows=${e.row_indices.join(',')}|missing=${(e.missing_row_indices ?? []).join(',')}`;
-  }
-  return `${e.reason}|${e.group_id}|row=${e.row_index}`;
-}

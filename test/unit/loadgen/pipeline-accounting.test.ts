@@ -6,26 +6,11 @@
  */
 import { describe, expect, test } from 'vitest';
 import { accumulateConfigSchema } from '../../../config/schema.js';
-import { collectExpectations, generateEvents, parseFaultSpec, type ExpectedOutcome, type LoadgenOptions } from '../../../loadgen/index.js';
+import { collectExpectations, generateEvents, parseFaultSpec, type LoadgenOptions } from '../../../loadgen/index.js';
 import { accumulateBatchEnd, accumulateRow, createAccumulatorState } from '../../../processors/group-accumulator.js';
-import type { DeadLetterDecision } from '../../../processors/types.js';
 import { AvroBodyCodec } from '../../../streams/codec.js';
+import { expectedKey, realKey } from './dead-letter-keys.js';
 
-const GROUP_REASONS = new Set(['incomplete_group', 'mixed_agents', 'task_index_mismatch']);
-
-function realKey(d: DeadLetterDecision): string {
-  if (GROUP_REASONS.has(d.reason)) {
-    return `${d.reason}|${d.group_id}|rows=${d.row_indices.join(',')}|missing=${d.missing_row_indices.join(',')}`;
-  }
-  return `${d.reason}|${d.group_id}|row=${d.row_indices[0]}`;
-}
-
-function expectedKey(e: ExpectedOutcome): string {
-  if (e.row_indices !== undefined) {
-    return `${e.reason}|${e.group_id}|rows=${e.row_indices.join(',')}|missing=${(e.missing_row_indices ?? []).join(',')}`;
-  }
-  return `${e.reason}|${e.group_id}|row=${e.row_index}`;
-}
 
 describe('loadgen against the real accumulator', () => {
   test.each([
