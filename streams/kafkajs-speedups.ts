@@ -20,6 +20,7 @@
  * kafkajs was loaded before this ran, kafkajs keeps its own implementation;
  * `kafkaCrcImplementation` says which one is in use.
  */
+import { createHash } from 'node:crypto';
 import { createRequire, Module } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -268,3 +269,53 @@ function patchRecordBatch(): boolean {
 
 /** Whether uncompressed record batches are checksummed and framed without joining (item 4). */
 export const kafkaRecordBatchPatched = patchRecordBatch();
+
+/**
+ * 5. No negative timer in kafkajs's request queue (not a speed-up: a
+ * correctness patch for Node 24).
+ *
+ * `RequestQueue.scheduleCheckPendingRequests` arms its throttle check with
+ * `setTimeout(…, throttledUntil - Date.now())`, which is negative whenever the
+ * queue is not throttled and nothing is pending (tulios/kafkajs#1751).
+ * Node 20 silently treated that as 1 ms; Node 24 still does, but prints a
+ * `TimeoutNegativeWarning` on stderr once per process. The patched method
+ * arms the same timer with the delay clamped to the 1 ms Node uses anyway,
+ * so timing is unchanged and nothing is printed. The original's source is
+ * fingerprinted: a kafkajs release that changes the method leaves it
+ * unpatched (and the test of this patch fails), rather than patching code
+ * this was not written against.
+ */
+interface RequestQueueLike {
+  throttledUntil: number;
+  pending: unknown[];
+  throttleCheckTimeoutId: ReturnType<typeof setTimeout> | null;
+  checkPendingRequests(): void;
+}
+
+/** SHA-256 of kafkajs 2.2.4's `scheduleCheckPendingRequests` source, the method replaced below. */
+export const REQUEST_QUEUE_SCHEDULE_FINGERPRINT = '04347ea969c6f2e3754427c0cbaee0bd4ce947fbd82f7b6e027506a06dfc581a';
+
+function patchRequestQueue(): boolean {
+  if (!kafkaPatchesEnabled) return false;
+  const RequestQueue = require('kafkajs/src/network/requestQueue/index.js') as { prototype: RequestQueueLike & { scheduleCheckPendingRequests(): void } };
+  const original = RequestQueue.prototype.scheduleCheckPendingRequests;
+  const fingerprint = createHash('sha256').update(original.toString()).digest('hex');
+  if (fingerprint !== REQUEST_QUEUE_SCHEDULE_FINGERPRINT) return false;
+  const CHECK_PENDING_REQUESTS_INTERVAL = 10; // kafkajs's constant of the same name
+  RequestQueue.prototype.scheduleCheckPendingRequests = function (this: RequestQueueLike) {
+    if (this.throttleCheckTimeoutId) return; // one check armed at a time, as before
+    let delay = this.throttledUntil - Date.now();
+    if (this.pending.length > 0 && delay <= 0) delay = CHECK_PENDING_REQUESTS_INTERVAL;
+    this.throttleCheckTimeoutId = setTimeout(
+      () => {
+        this.throttleCheckTimeoutId = null;
+        this.checkPendingRequests();
+      },
+      Math.max(1, delay),
+    );
+  };
+  return true;
+}
+
+/** Whether kafkajs's request queue arms its throttle check without a negative delay (item 5). */
+export const kafkaRequestQueuePatched = patchRequestQueue();

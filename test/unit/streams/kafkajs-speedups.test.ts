@@ -180,6 +180,49 @@ describe('kafkajs record batches checksummed and framed without joining', () => 
   });
 });
 
+describe('kafkajs request queue without negative timers (Node 24 TimeoutNegativeWarning)', () => {
+  /** Warnings a fresh process prints when an idle kafkajs request queue arms its throttle check. */
+  async function warningsOfIdleQueue(patches: '0' | '1'): Promise<{ patched: boolean; warnings: string[]; firedWithinMs: number }> {
+    const { spawnSync } = await import('node:child_process');
+    const { fileURLToPath } = await import('node:url');
+    const module = fileURLToPath(new URL('../../../streams/kafkajs-speedups.ts', import.meta.url));
+    const script = `const warnings = [];
+      process.on('warning', (w) => warnings.push(w.name));
+      const m = await import(${JSON.stringify(module)});
+      const { createRequire } = await import('node:module');
+      const RequestQueue = createRequire(${JSON.stringify(module)})('kafkajs/src/network/requestQueue/index.js');
+      const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+      const q = new RequestQueue({ maxInFlightRequests: 1, requestTimeout: 1000, clientId: 't', broker: 'b', logger: quiet });
+      const t0 = Date.now();
+      const fired = new Promise((resolve) => { q.checkPendingRequests = () => resolve(Date.now() - t0); });
+      q.scheduleCheckPendingRequests();
+      const firedWithinMs = await fired;
+      await new Promise((r) => setTimeout(r, 50));
+      console.log(JSON.stringify({ patched: m.kafkaRequestQueuePatched, warnings, firedWithinMs }));`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, ROLLOUT_STREAM_KAFKAJS_PATCHES: patches },
+      encoding: 'utf8',
+    });
+    expect(r.status, r.stderr).toBe(0);
+    return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { patched: boolean; warnings: string[]; firedWithinMs: number };
+  }
+
+  test('is patched (fails when a kafkajs upgrade changes the method it replaces)', async () => {
+    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaRequestQueuePatched).toBe(true);
+  });
+
+  test('an idle queue arms its check without a warning and still runs it at once, as Node clamps it', async () => {
+    const patched = await warningsOfIdleQueue('1');
+    expect(patched.patched).toBe(true);
+    expect(patched.warnings).not.toContain('TimeoutNegativeWarning');
+    expect(patched.firedWithinMs).toBeLessThan(40);
+    const unpatched = await warningsOfIdleQueue('0');
+    expect(unpatched.patched).toBe(false);
+    // Node 24 (what the launcher runs) warns for kafkajs's own negative delay; older Nodes clamp silently.
+    if (Number(process.versions.node.split('.')[0]) >= 24) expect(unpatched.warnings).toContain('TimeoutNegativeWarning');
+  });
+});
+
 describe('ROLLOUT_STREAM_KAFKAJS_PATCHES=0', () => {
   test('leaves kafkajs as published', async () => {
     const { spawnSync } = await import('node:child_process');
