@@ -242,7 +242,12 @@ export class StageRunner {
     }
   }
 
-  /** Consumer lag of this stage's group: end offsets minus committed offsets, over all input partitions. */
+  /**
+   * Consumer lag of this instance: end offsets minus the group's committed
+   * offsets, over the input partitions assigned to this instance only (each
+   * instance of a group reports its own share, so the gauge sums to the
+   * group's lag and one instance does not warn of another's backlog).
+   */
   private async measureLag(): Promise<void> {
     try {
       let lag = 0n;
@@ -250,6 +255,7 @@ export class StageRunner {
       // unconsumed offset may be only that; two or more hold a record.
       let behind = false;
       for (const r of await unconsumedRanges(this.admin, this.o.stage.inputTopic, this.o.groupId)) {
+        if (!this.assigned.has(r.partition)) continue;
         const n = BigInt(r.end) - BigInt(r.start);
         lag += n;
         if (n >= 2n) behind = true;

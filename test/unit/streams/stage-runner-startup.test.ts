@@ -3,7 +3,8 @@
  * for kafkajs's consumer (the Kafka behaviour itself is covered by the
  * integration suite's broker-restart tests): transient errors are retried with
  * a fresh consumer, anything else fails start-up, and a crash kafkajs will not
- * recover from gets a new consumer instead of a silent stage.
+ * recover from gets a new consumer instead of a silent stage; and the lag
+ * gauge and stall warning count only this instance's partitions.
  */
 import { EventEmitter } from 'node:events';
 import type { Kafka } from 'kafkajs';
@@ -48,7 +49,13 @@ afterEach(async () => {
   runner = undefined;
 });
 
-function setup(runResults: Array<() => Promise<void>>) {
+/** Four input partitions, each 10 records behind its committed offset. */
+const BACKLOG = {
+  fetchTopicOffsets: async () => [0, 1, 2, 3].map((partition) => ({ partition, low: '0', high: '20', offset: '20' })),
+  fetchOffsets: async () => [{ topic: 't.in', partitions: [0, 1, 2, 3].map((partition) => ({ partition, offset: '10' })) }],
+};
+
+function setup(runResults: Array<() => Promise<void>>, admin: Record<string, unknown> = {}) {
   const consumers: ScriptedConsumer[] = [];
   const logs: string[] = [];
   const kafka = {
@@ -63,8 +70,10 @@ function setup(runResults: Array<() => Promise<void>>) {
       fetchTopicOffsets: async () => {
         throw new Error('no broker in this test');
       },
+      ...admin,
     }),
   } as unknown as Kafka;
+  const metrics = new RuntimeMetrics();
   const log = { info: (m: string) => logs.push(`info ${m}`), warn: (m: string) => logs.push(`warn ${m}`), error: (m: string) => logs.push(`error ${m}`) };
   runner = new StageRunner({
     kafka,
@@ -76,10 +85,11 @@ function setup(runResults: Array<() => Promise<void>>) {
     maxInflightBytes: 1 << 24,
     transactionTimeoutMs: 60_000,
     sessionTimeoutMs: 30_000,
-    metrics: new RuntimeMetrics(),
+    stallWarnMs: 1_000,
+    metrics,
     log,
   });
-  return { consumers, logs, runner };
+  return { consumers, logs, runner, metrics };
 }
 
 describe('stage runner start-up', () => {
@@ -128,4 +138,28 @@ describe('stage runner start-up', () => {
   ])('isTransientKafkaError(%s) is %s', (e, want) => {
     expect(isTransientKafkaError(e)).toBe(want);
   });
+});
+
+describe('stage runner lag and stall checks', () => {
+  test('count only the partitions assigned to this instance', async () => {
+    const { consumers, logs, runner, metrics } = setup([async () => undefined], BACKLOG);
+    await runner.start();
+    // This instance owns 2 of the group's 4 partitions; another instance owns the rest.
+    consumers[0]!.emit(EVENTS.GROUP_JOIN, { payload: { memberAssignment: { 't.in': [0, 1] } } });
+    await new Promise((r) => setTimeout(r, 5_600)); // the lag check runs every 5 s
+    const lag = (await metrics.consumerLag.get()).values.find((v) => v.labels.stage === 'pack')?.value;
+    expect(lag).toBe(20);
+    expect(logs.filter((l) => l.includes('input records behind'))).toEqual([
+      expect.stringMatching(/^warn pack: 20 input records behind and nothing committed for \d+ s \(assigned partitions \[0,1\]/),
+    ]);
+  }, 15_000);
+
+  test('an instance with no partitions reports no lag and no stall, whatever the group is behind', async () => {
+    const { consumers, logs, runner, metrics } = setup([async () => undefined], BACKLOG);
+    await runner.start();
+    consumers[0]!.emit(EVENTS.GROUP_JOIN, { payload: { memberAssignment: {} } });
+    await new Promise((r) => setTimeout(r, 5_600));
+    expect((await metrics.consumerLag.get()).values.find((v) => v.labels.stage === 'pack')?.value).toBe(0);
+    expect(logs.filter((l) => l.includes('input records behind'))).toEqual([]);
+  }, 15_000);
 });
