@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { loadConfig } from '../../config/load.js';
 import { configSchema } from '../../config/schema.js';
-import { ConfigError } from '../../processors/errors.js';
+import { configErrorOf as errorOf } from '../fixtures/config-error.js';
 
 function writeConfig(name: string, text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rs-config-'));
@@ -13,15 +13,6 @@ function writeConfig(name: string, text: string): string {
   return path;
 }
 
-function errorOf(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ConfigError) return e;
-    throw e;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('config schema', () => {
   test('an empty config takes every default of SPEC §9', () => {

@@ -3,21 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { DEFAULT_INGEST_THINKING_TAGS, DEFAULT_INVALID_TOOL_CALL_PATTERNS, ingestConfigSchema } from '../../../config/schema.js';
-import { ConfigError } from '../../../processors/errors.js';
 import { resolveIngestConfig } from '../../../processors/ingest-config.js';
 import { FIXTURES_DIR } from '../postprocess/row-builders.js';
+import { configErrorOf } from '../../fixtures/config-error.js';
 
 const parse = (raw: Record<string, unknown> = {}) => ingestConfigSchema.parse(raw);
 
-function configErrorOf(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ConfigError) return e;
-    throw e;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('resolving the ingest config (SPEC §2.1, §9)', () => {
   test('an empty block resolves to the defaults and no decoder', () => {

@@ -1,27 +1,18 @@
 import { describe, expect, test } from 'vitest';
 import type { RewardPenaltiesConfig } from '../../../config/schema.js';
 import { rewardPenaltiesConfigSchema } from '../../../config/schema.js';
-import { ConfigError } from '../../../processors/errors.js';
 import {
   inferSingleTokenId,
   loadTokenizer,
   resolveRewardPenaltyConfig,
 } from '../../../processors/reward-penalty-config.js';
 import { FIXTURES_DIR, TOKENIZER_JSON, config } from './row-builders.js';
+import { configErrorOf } from '../../fixtures/config-error.js';
 
 function resolve(raw: Record<string, unknown>) {
   return config({ reward_penalties: raw }).reward_penalties;
 }
 
-function configErrorOf(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ConfigError) return e;
-    throw e;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('resolving the reward-penalty config', () => {
   test('an absent block resolves to null: no penalties', () => {
