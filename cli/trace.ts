@@ -1,8 +1,11 @@
 /**
  * `trace <group_id>` (SPEC §7, §9): the group's journey over all topics.
- * Each topic is keyed by group id, so only the partition the default
- * partitioner puts the key in is read (the metrics topic is keyed by batch
- * id: it is read second, once the batch is known). Prints every record with
+ * Each topic is keyed by group id, so only the partitions that can hold the
+ * group are read: its murmur2 partition (every partition of row-completed
+ * when the rows are not there: a producer with another partitioner), and
+ * downstream also the partition numbers its rows were found on (fused
+ * stages write there). The metrics topic is keyed by batch id: it is read
+ * last, once the batch is known. Prints every record with
  * its coordinates, time and size, the stage latencies from the record
  * timestamps, the dead letters, the rewards and the packed tags.
  */
@@ -163,14 +166,27 @@ export async function runTrace(groupId: string, config: Config): Promise<TraceRe
   const admin = kafka.admin();
   await admin.connect();
   const report: TraceReport = { groupId, batchId: null, prefix, records: [], latencies: stageLatencies([]), deadLetters: [], rewards: null, sampleIds: null, tags: null };
-  const rangesFor = async (role: TopicRole, key: string) => {
+  /** The key's murmur2 partition of `role`'s topic (where our producers write it), plus `extra` partitions. */
+  const rangesFor = async (role: TopicRole, key: string, extra: number[] = []) => {
     const topic = names[role];
-    const p = partitionForKey(key, await partitionCount(admin, topic));
-    return (await partitionRanges(admin, topic, { kind: 'beginning' }, [p])).map((r) => ({ ...r, role }));
+    const n = await partitionCount(admin, topic);
+    const parts = [...new Set([partitionForKey(key, n), ...extra.filter((p) => p < n)])];
+    return (await partitionRanges(admin, topic, { kind: 'beginning' }, parts)).map((r) => ({ ...r, role }));
   };
   try {
-    const groupRoles: TopicRole[] = ['rowCompleted', 'groupComplete', 'penalized', 'packed', 'deadLetter'];
-    const ranges = (await Promise.all(groupRoles.map((role) => rangesFor(role, groupId)))).flat();
+    // Rows: on the murmur2 partition when a publisher of ours (or the Java client's default) wrote
+    // them; else a producer with another partitioner did, and every partition is read.
+    await collect(kafka, decoder, await rangesFor('rowCompleted', groupId), groupId, groupId, report);
+    if (!report.records.some((r) => r.role === 'rowCompleted')) {
+      const all = [...Array(await partitionCount(admin, names.rowCompleted)).keys()];
+      const rest = (await rangesFor('rowCompleted', groupId, all)).filter((r) => r.partition !== partitionForKey(groupId, all.length));
+      await collect(kafka, decoder, rest, groupId, groupId, report);
+    }
+    // Downstream records sit on the murmur2 partition (separate stages) or on the partition
+    // number of the group's rows (fused stages pin them to the input partition).
+    const rowPartitions = [...new Set(report.records.filter((r) => r.role === 'rowCompleted').map((r) => r.partition))];
+    const groupRoles: TopicRole[] = ['groupComplete', 'penalized', 'packed', 'deadLetter'];
+    const ranges = (await Promise.all(groupRoles.map((role) => rangesFor(role, groupId, rowPartitions)))).flat();
     await collect(kafka, decoder, ranges, groupId, groupId, report);
     if (report.batchId !== null) await collect(kafka, decoder, await rangesFor('metrics', report.batchId), report.batchId, groupId, report);
   } finally {

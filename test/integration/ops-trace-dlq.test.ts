@@ -37,6 +37,27 @@ afterAll(async () => {
 });
 
 describe('trace', () => {
+  test('trace finds a group whose rows a producer with another partitioner wrote, and its records downstream', async () => {
+    const rows = [...generateEvents({ batches: 1, groupsPerBatch: 1, generations: 4, seed: 3, profile: 'small', runId: `${env.prefix}other` })].flatMap((e) =>
+      e.kind === 'row' ? [e.row] : [],
+    );
+    const groupId = rows[0]!.group_id;
+    const n = env.config.topics.partitions;
+    const elsewhere = (partitionForKey(groupId, n) + 1) % n; // not where murmur2 (our publishers) would put it
+    const codec = await new TopicCodec('rowCompleted', subjectOf(env.names.rowCompleted), env.registry).init();
+    const producer = env.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    await producer.send({ topic: env.names.rowCompleted, acks: -1, messages: rows.map((row) => ({ key: groupId, partition: elsewhere, value: codec.encode({ kind: 'row', row }) })) });
+    await producer.disconnect();
+    const onBroker = (await readTopic(env.kafka, env.names.packed, (rs) => rs.some((r) => r.key === groupId), { settleMs: 300 })).find((r) => r.key === groupId)!;
+
+    const report = await runTrace(groupId, env.config);
+    const found = (role: string) => report.records.filter((r) => r.role === role);
+    expect(found('rowCompleted').map((r) => r.partition)).toEqual([elsewhere, elsewhere, elsewhere, elsewhere]);
+    for (const role of ['groupComplete', 'penalized', 'packed'] as const) expect(found(role), role).toHaveLength(1);
+    expect(found('packed')[0]).toMatchObject({ partition: onBroker.partition, offset: onBroker.offset });
+  });
+
   test('trace of a packed group lists its records on every topic, the stage latencies and its tags', async () => {
     const groupId = [...expected.completeGroups.keys()].sort()[0]!;
     const report = await runTrace(groupId, env.config);
