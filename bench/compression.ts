@@ -30,12 +30,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Kafka } from 'kafkajs';
-import { ensureLocalServices } from '../cli/local-services.js';
+import { ensureLocalServices } from '../tools/local-services.js';
 import { loadConfig } from '../config/load.js';
 import { generateEvents, PROFILES, type ProfileName } from '../loadgen/index.js';
-import { AvroBodyCodec } from '../streams/codec.js';
-import { COMPRESSION_NAMES, compressionType, kafkaCodec, registerCompressionCodecs, type CompressionName } from '../streams/compression.js';
-import { createKafka } from '../streams/kafka-client.js';
+import { AvroBodyCodec } from '../streams/codecs/codec.js';
+import { COMPRESSION_NAMES, compressionType, kafkaCodec, registerCompressionCodecs, type CompressionName } from '../streams/kafka/kafkajs/compression.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
 
 const USAGE = `usage: npx tsx bench/compression.ts [--profiles published-max,router-replay] [--groups G] [--generations N]
                                    [--seed S] [--codecs none,gzip,snappy,lz4,zstd] [--chunk-bytes B]

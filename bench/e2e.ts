@@ -24,8 +24,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { percentile } from '../cli/demo-summary.js';
-import { ensureLocalServices, ROOT } from '../cli/local-services.js';
+import { percentile } from '../tools/percentile.js';
+import { ensureLocalServices, ROOT } from '../tools/local-services.js';
 import { loadConfig } from '../config/load.js';
 import {
   asGymResultEvents,
@@ -37,11 +37,13 @@ import {
   type LoadgenEvent,
   type ProfileName,
 } from '../loadgen/index.js';
-import { TopicCodec } from '../streams/codec.js';
-import { createKafka, createRegistry } from '../streams/kafka-client.js';
-import { RowProducer } from '../streams/row-producer.js';
-import { createTopics, subjectOf, topicNames } from '../streams/topics.js';
-import { UsageError } from '../cli/command.js';
+import { TopicCodec } from '../streams/codecs/codec.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../streams/codecs/schema-registry.js';
+import { RowProducer } from '../tools/row-producer.js';
+import { subjectOf, topicNames } from '../streams/topics/names.js';
+import { createTopics } from '../streams/topics/create.js';
+import { UsageError } from '../tools/command.js';
 
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]

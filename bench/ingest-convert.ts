@@ -8,7 +8,7 @@
  */
 import { ingestGymResult } from '../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
-import { RolloutStreamError } from '../processors/errors.js';
+import { RolloutStreamError } from '../errors/index.js';
 import type { BenchRecord } from './ingest-records.js';
 
 export interface ConvertPair {

@@ -16,16 +16,17 @@
  */
 import type { Producer } from 'kafkajs';
 import type { Config } from '../config/schema.js';
-import { RolloutStreamError } from '../processors/errors.js';
-import { TopicCodec } from '../streams/codec.js';
-import { compressionType } from '../streams/compression.js';
-import { createKafka, createRegistry } from '../streams/kafka-client.js';
-import { partitionForKey } from '../streams/partitioner.js';
-import { createPublisher, type RolloutPublisher } from '../streams/publisher.js';
-import { subjectOf, topicNames, topicSpecs } from '../streams/topics.js';
+import { RolloutStreamError } from '../errors/index.js';
+import { TopicCodec } from '../streams/codecs/codec.js';
+import { compressionType } from '../streams/kafka/kafkajs/compression.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../streams/codecs/schema-registry.js';
+import { partitionForKey } from '../streams/topics/partitioner.js';
+import { createPublisher, type RolloutPublisher } from '../streams/publish/publisher.js';
+import { subjectOf, topicNames, topicSpecs } from '../streams/topics/names.js';
 import type { BenchRecord } from './ingest-records.js';
 
-/** The publisher's own defaults (streams/publisher.ts), passed explicitly so both sides batch alike by construction. */
+/** The publisher's own defaults (streams/publish/publisher.ts), passed explicitly so both sides batch alike by construction. */
 export const BATCHING = { flushBytes: 1024 * 1024, flushRecords: 500, lingerMs: 5 } as const;
 
 export interface PublishPass {

@@ -65,7 +65,7 @@ async function benchTx(client, tag, round) {
     const tid = `bench-${RUN}-${tag}-${round}-tx-${p}`;
     const pr = client === 'ck'
       ? kc.producer({ kafkaJS: { transactionalId: tid, idempotent: true, maxInFlightRequests: 5 } })
-      : kk.producer({ transactionalId: tid, idempotent: true, maxInFlightRequests: 1, retry: { initialRetryTime: 5, maxRetryTime: 2000, retries: 25 } }) // as /work/main streams/partition-task.ts;
+      : kk.producer({ transactionalId: tid, idempotent: true, maxInFlightRequests: 1, retry: { initialRetryTime: 5, maxRetryTime: 2000, retries: 25 } }) // as /work/main streams/runtime/partition-task.ts;
     await pr.connect();
     prods.push(pr);
   }

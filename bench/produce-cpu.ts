@@ -1,6 +1,6 @@
 /**
  * What kafkajs's produce path costs the client per MB, with and without
- * streams/kafkajs-speedups.ts, on the local broker.
+ * streams/kafka/kafkajs/speedups.ts, on the local broker.
  *
  *   npx tsx bench/produce-cpu.ts [--rounds 3] [--sends 150] [--sizes 6000000,700000]
  *
@@ -23,7 +23,7 @@ interface ChildResult {
 }
 
 async function child(sends: number, sizes: number[]): Promise<ChildResult> {
-  const { createKafka, kafkaPatchesEnabled } = await import('../streams/kafka-client.js');
+  const { createKafka, kafkaPatchesEnabled } = await import('../streams/kafka/kafkajs/client.js');
   const { loadConfig } = await import('../config/load.js');
   const { config } = loadConfig({});
   const kafka = createKafka(config.kafka, 'bench-produce-cpu');

@@ -1,5 +1,5 @@
 /** `bench <pack|e2e|tx|ingest>`: benchmarks that print ratios against a baseline measured in the same run. */
-import { UsageError, type Command } from './command.js';
+import { UsageError, type Command } from '../tools/command.js';
 
 export const benchCommand: Command = {
   name: 'bench',

@@ -4,15 +4,9 @@
  * letters by reason (expected vs arrived), throughput, and the latency from
  * a group's last row produced to its packed record. Pure: no Kafka here.
  */
+import { percentile } from '../tools/percentile.js';
 import { formatBytes, formatRate } from './progress.js';
 import { formatTable } from './table.js';
-
-/** Value at index `min(floor(len*p/100), len-1)` of the sorted values (the SPEC §4.8 rule); NaN for none. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(Math.floor((sorted.length * p) / 100), sorted.length - 1)]!;
-}
 
 /** The runtime's `events_total{event}` counter summed over stages (e.g. `idempotent_replays`). */
 export function eventCount(metrics: MetricJson[], event: string): number {

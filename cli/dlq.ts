@@ -5,12 +5,13 @@
  */
 import type { Kafka, Message } from 'kafkajs';
 import type { Config } from '../config/schema.js';
-import type { DeadLetterRecord } from '../streams/dead-letter-record.js';
-import { createKafka, createRegistry } from '../streams/kafka-client.js';
-import { partitionRanges, scanRanges, type StartPosition } from '../streams/topic-scan.js';
-import { topicNames } from '../streams/topics.js';
-import { UndecodableError } from '../streams/wire-format.js';
-import { parseFlags, UsageError, type Command } from './command.js';
+import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../streams/codecs/schema-registry.js';
+import { partitionRanges, scanRanges, type StartPosition } from '../streams/ops/topic-scan.js';
+import { topicNames } from '../streams/topics/names.js';
+import { UndecodableError } from '../streams/codecs/wire-format.js';
+import { parseFlags, UsageError, type Command } from '../tools/command.js';
 import { processIo, type Io } from './io.js';
 import { loadOpsConfig } from './ops-config.js';
 import { parseTime } from './replay.js';

@@ -22,12 +22,14 @@ import {
   type LoadgenOptions,
   type ProfileName,
 } from '../loadgen/index.js';
-import { formatJsonLine } from '../schemas/json-form.js';
-import { TopicCodec } from '../streams/codec.js';
-import { createKafka, createRegistry } from '../streams/kafka-client.js';
-import { RowProducer } from '../streams/row-producer.js';
-import { createTopics, subjectOf, topicNames } from '../streams/topics.js';
-import { parseFlags, UsageError, type Command } from './command.js';
+import { formatJsonLine } from '../json-form/form.js';
+import { TopicCodec } from '../streams/codecs/codec.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../streams/codecs/schema-registry.js';
+import { RowProducer } from '../tools/row-producer.js';
+import { subjectOf, topicNames } from '../streams/topics/names.js';
+import { createTopics } from '../streams/topics/create.js';
+import { parseFlags, UsageError, type Command } from '../tools/command.js';
 import { processIo, type Io } from './io.js';
 import { intFlag, loadOpsConfig, positiveFlag } from './ops-config.js';
 import { formatBytes, formatRate, ProgressReporter } from './progress.js';

@@ -2,8 +2,8 @@
  * Entry point of `./rollout-stream <command>` for the commands implemented in
  * TypeScript (the launcher handles `kafka` and `test` itself).
  */
-import '../streams/kafkajs-speedups.js'; // before anything loads kafkajs (see that module)
-import { reportError, wantsHelp, type Command } from './command.js';
+import '../streams/kafka/kafkajs/speedups.js'; // before anything loads kafkajs (see that module)
+import { reportError, wantsHelp, type Command } from '../tools/command.js';
 import { topicsCommand } from './topics.js';
 
 type Loader = () => Promise<Command>;

@@ -30,7 +30,7 @@ import {
 } from '../processors/postprocess.js';
 import { validateRow } from '../processors/row-validation.js';
 import type { DeadLetterDecision, DeadLetterReason, PenalizedGroup, PromptGroup, RolloutRow } from '../processors/types.js';
-import { JsonFormError, parseJsonLine, type JsonLine } from '../schemas/json-form.js';
+import { JsonFormError, parseJsonLine, type JsonLine } from '../json-form/form.js';
 
 export const OFFLINE_STAGES = ['ingest', 'accumulate', 'postprocess', 'pack', 'all'] as const;
 export type OfflineStage = (typeof OFFLINE_STAGES)[number];

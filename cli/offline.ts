@@ -11,8 +11,8 @@ import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { resolveIngestConfig, type ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
-import { formatJsonLine } from '../schemas/json-form.js';
-import { parseFlags, reportError, UsageError, type Command } from './command.js';
+import { formatJsonLine } from '../json-form/form.js';
+import { parseFlags, reportError, UsageError, type Command } from '../tools/command.js';
 import { OFFLINE_STAGES, OfflinePipeline, type OfflineCounts, type OfflineStage } from './offline-pipeline.js';
 
 export { OFFLINE_STAGES, type OfflineCounts, type OfflineStage } from './offline-pipeline.js';

@@ -1,6 +1,6 @@
 /** Config loading shared by the operations commands: `--config F` and `--prefix P` on top of env and file. */
 import { loadConfig, type LoadedConfig } from '../config/load.js';
-import { UsageError } from './command.js';
+import { UsageError } from '../tools/command.js';
 
 export function loadOpsConfig(values: { config?: string | undefined; prefix?: string | undefined }, extra: Array<[string[], unknown]> = []): LoadedConfig {
   const overrides: Array<[string[], unknown]> = [...extra];

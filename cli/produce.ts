@@ -13,12 +13,12 @@
  */
 import { createInterface } from 'node:readline';
 import type { Config } from '../config/schema.js';
-import { JsonFormError, parseJsonLine } from '../schemas/json-form.js';
-import { batchIdentity } from '../streams/batch-identity.js';
-import { createPublisher, PublishValidationError, type PublisherStats, type RolloutPublisher } from '../streams/publisher.js';
-import { topicNames } from '../streams/topics.js';
+import { JsonFormError, parseJsonLine } from '../json-form/form.js';
+import { batchIdentity } from '../streams/publish/batch-identity.js';
+import { createPublisher, PublishValidationError, type PublisherStats, type RolloutPublisher } from '../streams/publish/publisher.js';
+import { topicNames } from '../streams/topics/names.js';
 import type { GymResult, RolloutRow } from '../processors/types.js';
-import { parseFlags, UsageError, type Command } from './command.js';
+import { parseFlags, UsageError, type Command } from '../tools/command.js';
 import { processIo, type Io } from './io.js';
 import { intFlag, loadOpsConfig } from './ops-config.js';
 import { formatBytes, ProgressReporter } from './progress.js';

@@ -8,12 +8,12 @@ import type { Kafka, Message } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../processors/postprocess.js';
 import type { PromptGroup } from '../processors/types.js';
-import { TopicCodec } from '../streams/codec.js';
-import { deadLetterRecord } from '../streams/dead-letters.js';
-import type { SchemaRegistryClient } from '../streams/schema-registry.js';
-import { partitionRanges, scanRanges, type ScanRecord } from '../streams/topic-scan.js';
-import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics.js';
-import { UndecodableError } from '../streams/wire-format.js';
+import { TopicCodec } from '../streams/codecs/codec.js';
+import { deadLetterRecord } from '../streams/api/dead-letters.js';
+import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
+import { partitionRanges, scanRanges, type ScanRecord } from '../streams/ops/topic-scan.js';
+import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics/names.js';
+import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { formatTable } from './table.js';
 import { RecordDecoder } from './topic-records.js';
 

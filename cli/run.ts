@@ -1,8 +1,8 @@
 /** `run`: stage services against Kafka, until SIGTERM/SIGINT. */
-import { kafkaCrcImplementation } from '../streams/kafka-client.js';
+import { kafkaCrcImplementation } from '../streams/kafka/kafkajs/client.js';
 import { loadConfig } from '../config/load.js';
-import { startPipeline } from '../streams/pipeline.js';
-import { parseFlags, UsageError, type Command } from './command.js';
+import { startPipeline } from '../streams/runtime/pipeline.js';
+import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
 const STAGES = ['accumulate', 'postprocess', 'pack'] as const;
 

@@ -3,12 +3,12 @@
  * resolved to a full name and its role, any record decoded with the
  * registry, the group/batch it belongs to, and its JSON line (SPEC §9).
  */
-import { UsageError } from './command.js';
-import { deadLetterToJson, formatJsonLine } from '../schemas/json-form.js';
-import { TopicCodec, type RecordTypes } from '../streams/codec.js';
-import type { DeadLetterRecord } from '../streams/dead-letter-record.js';
-import type { SchemaRegistryClient } from '../streams/schema-registry.js';
-import { BASE_TOPIC_NAMES, subjectOf, type TopicRole } from '../streams/topics.js';
+import { UsageError } from '../tools/command.js';
+import { deadLetterToJson, formatJsonLine } from '../json-form/form.js';
+import { TopicCodec, type RecordTypes } from '../streams/codecs/codec.js';
+import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
+import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
+import { BASE_TOPIC_NAMES, subjectOf, type TopicRole } from '../streams/topics/names.js';
 
 export interface ResolvedTopic {
   topic: string;

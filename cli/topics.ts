@@ -1,8 +1,10 @@
 /** `topics create|list`: the topics of SPEC §1 with their configs, idempotently. */
 import { loadConfig } from '../config/load.js';
-import { createKafka, createRegistry } from '../streams/kafka-client.js';
-import { createTopics, topicSpecs } from '../streams/topics.js';
-import { parseFlags, UsageError, type Command } from './command.js';
+import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../streams/codecs/schema-registry.js';
+import { topicSpecs } from '../streams/topics/names.js';
+import { createTopics } from '../streams/topics/create.js';
+import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
 export const topicsCommand: Command = {
   name: 'topics',

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError } from '../processors/errors.js';
+import { ConfigError } from '../errors/index.js';
 import { configSchema, type Config } from './schema.js';
 
 export interface LoadedConfig {

@@ -2,7 +2,7 @@
  * Fault injection settings: which bad inputs the load generator mixes into
  * its stream and how often, parsed from the CLI's `--faults` string.
  */
-import { ConfigError } from '../processors/errors.js';
+import { ConfigError } from '../errors/index.js';
 
 /**
  * The faults the generator can inject, with the accumulator outcome each

@@ -5,7 +5,7 @@
  * dtype) surfaces as a coded exception; the runtime turns it into a
  * `processing_error` dead letter for the group instead of crashing.
  */
-import { RolloutStreamError } from './errors.js';
+import { RolloutStreamError } from '../errors/index.js';
 
 export type PackErrorCode =
   | 'pack_empty_group'

@@ -5,7 +5,7 @@
  * to another process.
  */
 import type { EffortConfig, LengthPenaltyConfig, PostprocessConfig } from '../config/schema.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors/index.js';
 import {
   resolveRewardPenaltyConfig,
   type ResolvedRewardPenaltyConfig,

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { RewardPenaltiesConfig } from '../config/schema.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors/index.js';
 
 const KEY = 'postprocess.reward_penalties';
 

@@ -16,14 +16,14 @@ import {
 } from '../../processors/group-accumulator.js';
 import { ingestGymResult } from '../../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../../processors/ingest-config.js';
-import { encodeProgress } from '../batch-progress.js';
-import { assembleGroupValue } from '../group-assembly.js';
-import type { TopicCodec } from '../codec.js';
-import type { SourceRecord } from '../dead-letter-record.js';
-import { deadLetterRecord, undecodableRecord } from '../dead-letters.js';
-import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../stage.js';
-import type { TopicNames } from '../topics.js';
-import { replayIdentity, UndecodableError } from '../wire-format.js';
+import { encodeProgress } from './batch-progress.js';
+import { assembleGroupValue } from '../codecs/group-assembly.js';
+import type { TopicCodec } from '../codecs/codec.js';
+import type { SourceRecord } from '../api/dead-letter-record.js';
+import { deadLetterRecord, undecodableRecord } from '../api/dead-letters.js';
+import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
+import type { TopicNames } from '../topics/names.js';
+import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
 
 export interface AccumulateStageDeps {

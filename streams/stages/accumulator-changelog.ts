@@ -21,7 +21,7 @@ import {
   supersededKeys,
   type AccumulatorStateChange,
 } from '../../processors/accumulator-state.js';
-import type { ChangelogRecord } from '../stage.js';
+import type { ChangelogRecord } from '../api/stage.js';
 
 interface Header {
   kind: AccumulatorStateChange['kind'];

@@ -9,10 +9,10 @@
  * compacted changelog and tombstoned once the batch is reported.
  */
 import { computeBatchMetrics, type MetricRow, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
-import { batchOfKey, decodeProgress, encodeProgress, progressKey, type BatchProgress } from '../batch-progress.js';
-import type { TopicCodec } from '../codec.js';
-import { emptyOutput, type ChangelogRecord, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../stage.js';
-import type { TopicNames } from '../topics.js';
+import { batchOfKey, decodeProgress, encodeProgress, progressKey, type BatchProgress } from './batch-progress.js';
+import type { TopicCodec } from '../codecs/codec.js';
+import { emptyOutput, type ChangelogRecord, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
+import type { TopicNames } from '../topics/names.js';
 
 export interface BatchMetricsStageDeps {
   topics: TopicNames;

@@ -5,11 +5,11 @@
  * rest go to `handle` in offset order.
  */
 import type { RecordKind } from '../../schemas/index.js';
-import type { RecordTypes, TopicCodec } from '../codec.js';
-import type { SourceRecord } from '../dead-letter-record.js';
-import { undecodableRecord } from '../dead-letters.js';
-import { sourceOf, type InputRecord, type StageOutput } from '../stage.js';
-import { UndecodableError } from '../wire-format.js';
+import type { RecordTypes, TopicCodec } from '../codecs/codec.js';
+import type { SourceRecord } from '../api/dead-letter-record.js';
+import { undecodableRecord } from '../api/dead-letters.js';
+import { sourceOf, type InputRecord, type StageOutput } from '../api/stage.js';
+import { UndecodableError } from '../codecs/wire-format.js';
 
 export async function forEachDecoded<K extends RecordKind>(
   records: InputRecord[],

@@ -6,10 +6,10 @@
 import type { PackConfig } from '../../config/schema.js';
 import { packGroup } from '../../processors/pack.js';
 import { SlabPool } from '../../processors/slab.js';
-import type { TopicCodec } from '../codec.js';
-import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import type { TopicCodec } from '../codecs/codec.js';
+import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
 import { forEachDecoded } from './decode-input.js';
-import type { TopicNames } from '../topics.js';
+import type { TopicNames } from '../topics/names.js';
 
 export interface PackStageDeps {
   topics: TopicNames;

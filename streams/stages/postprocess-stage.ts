@@ -4,12 +4,12 @@
  * `rollout.metrics` keyed by batch id.
  */
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
-import { encodeProgress, type BatchProgress } from '../batch-progress.js';
-import type { TopicCodec } from '../codec.js';
-import { deadLetterRecord } from '../dead-letters.js';
-import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../stage.js';
+import { encodeProgress, type BatchProgress } from './batch-progress.js';
+import type { TopicCodec } from '../codecs/codec.js';
+import { deadLetterRecord } from '../api/dead-letters.js';
+import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
 import { forEachDecoded } from './decode-input.js';
-import type { TopicNames } from '../topics.js';
+import type { TopicNames } from '../topics/names.js';
 
 export interface PostprocessStageDeps {
   topics: TopicNames;

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { loadConfig } from '../../config/load.js';
-import { createKafka } from '../../streams/kafka-client.js';
+import { createKafka } from '../../streams/kafka/kafkajs/client.js';
 import { launcher } from './launcher.js';
 
 const number = (out: string, label: RegExp): number => {

@@ -2,9 +2,9 @@ import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { generateEvents, type ProfileName } from '../../loadgen/index.js';
 import type { RolloutRow } from '../../processors/types.js';
-import { AvroBodyCodec, TopicCodec } from '../../streams/codec.js';
-import { COMPRESSION_NAMES, compressionType, registerCompressionCodecs, type CompressionName } from '../../streams/compression.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
+import { AvroBodyCodec, TopicCodec } from '../../streams/codecs/codec.js';
+import { COMPRESSION_NAMES, compressionType, registerCompressionCodecs, type CompressionName } from '../../streams/kafka/kafkajs/compression.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
 

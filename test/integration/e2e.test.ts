@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runOffline } from '../../cli/offline.js';
 import { collectExpectations, generateEvents, parseFaultSpec, type LoadgenEvent } from '../../loadgen/index.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { AvroBodyCodec, TopicCodec } from '../../streams/codec.js';
-import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
-import { HEADER_BYTES } from '../../streams/wire-format.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { AvroBodyCodec, TopicCodec } from '../../streams/codecs/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
+import { RowProducer } from '../../tools/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
+import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
 

@@ -9,11 +9,11 @@ import type { Kafka } from 'kafkajs';
 import { runOffline } from '../../cli/offline.js';
 import type { Config } from '../../config/schema.js';
 import { collectExpectations, type LoadgenEvent } from '../../loadgen/index.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { AvroBodyCodec, TopicCodec } from '../../streams/codec.js';
-import type { SchemaRegistryClient } from '../../streams/schema-registry.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
-import { HEADER_BYTES } from '../../streams/wire-format.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { AvroBodyCodec, TopicCodec } from '../../streams/codecs/codec.js';
+import type { SchemaRegistryClient } from '../../streams/codecs/schema-registry.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
+import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
 import { readTopic } from './topic-reader.js';
 
 export interface ExpectedRun {

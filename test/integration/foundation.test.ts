@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RecordKind } from '../../schemas/index.js';
 import { avroSchema } from '../../schemas/index.js';
-import { TopicCodec, type RecordTypes } from '../../streams/codec.js';
-import { RegistryError } from '../../streams/schema-registry.js';
-import { createTopics, subjectOf, topicNames, type TopicRole } from '../../streams/topics.js';
-import { UndecodableError } from '../../streams/wire-format.js';
+import { TopicCodec, type RecordTypes } from '../../streams/codecs/codec.js';
+import { RegistryError } from '../../streams/codecs/schema-registry.js';
+import { subjectOf, topicNames, type TopicRole } from '../../streams/topics/names.js';
+import { createTopics } from '../../streams/topics/create.js';
+import { UndecodableError } from '../../streams/codecs/wire-format.js';
 import {
   sampleDeadLetter,
   sampleGroup,

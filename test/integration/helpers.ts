@@ -4,11 +4,13 @@ import type { Admin, Kafka } from 'kafkajs';
 import { loadConfig } from '../../config/load.js';
 import type { Config } from '../../config/schema.js';
 import type { LoadgenEvent } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { createKafka, createRegistry } from '../../streams/kafka-client.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import type { SchemaRegistryClient } from '../../streams/schema-registry.js';
-import { createTopics, subjectOf, topicNames } from '../../streams/topics.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import { createKafka } from '../../streams/kafka/kafkajs/client.js';
+import { createRegistry } from '../../streams/codecs/schema-registry.js';
+import { RowProducer } from '../../tools/row-producer.js';
+import type { SchemaRegistryClient } from '../../streams/codecs/schema-registry.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
+import { createTopics } from '../../streams/topics/create.js';
 import { sleep } from './stage-processes.js';
 
 export interface TestEnv {

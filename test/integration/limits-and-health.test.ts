@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { generateEvents } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
+import { RowProducer } from '../../tools/row-producer.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { launcher } from './launcher.js';
-import { createKafka } from '../../streams/kafka-client.js';
+import { createKafka } from '../../streams/kafka/kafkajs/client.js';
 import { loadConfig } from '../../config/load.js';
 
 

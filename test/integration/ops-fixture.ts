@@ -4,11 +4,11 @@
  * a wait until the expected packed groups and dead letters are committed.
  */
 import type { LoadgenEvent } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import type { DeadLetterRecord } from '../../streams/dead-letter-record.js';
-import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
-import { RowProducer } from '../../streams/row-producer.js';
-import { subjectOf, topicNames, type TopicNames } from '../../streams/topics.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import type { DeadLetterRecord } from '../../streams/api/dead-letter-record.js';
+import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
+import { RowProducer } from '../../tools/row-producer.js';
+import { subjectOf, topicNames, type TopicNames } from '../../streams/topics/names.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic, type ReadRecord } from './topic-reader.js';
 

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { launcher } from './launcher.js';
 import { parseLoadgenArgs } from '../../cli/loadgen.js';
 import { collectExpectations, FAULT_KINDS, generateEvents } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { subjectOf } from '../../streams/topics.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import { subjectOf } from '../../streams/topics/names.js';
 import { opsEnv, type OpsEnv } from './ops-fixture.js';
 
 let env: OpsEnv;

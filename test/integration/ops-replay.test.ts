@@ -5,9 +5,9 @@ import { parseReplayArgs, runReplay } from '../../cli/replay.js';
 import { loadConfig } from '../../config/load.js';
 import { generateEvents, UNWANTED_TOKEN_ID, type LoadgenEvent, type LoadgenOptions } from '../../loadgen/index.js';
 import type { RolloutRow } from '../../processors/types.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { subjectOf } from '../../streams/topics.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import { subjectOf } from '../../streams/topics/names.js';
 import { opsEnv, type OpsEnv } from './ops-fixture.js';
 import { readTopic } from './topic-reader.js';
 

@@ -3,10 +3,10 @@ import { parseDlqArgs, runDlq } from '../../cli/dlq.js';
 import { captureIo } from '../../cli/io.js';
 import { formatTrace, runTrace } from '../../cli/trace.js';
 import { collectExpectations, generateEvents, parseFaultSpec, type Expectations, type LoadgenEvent } from '../../loadgen/index.js';
-import { TopicCodec } from '../../streams/codec.js';
-import type { DeadLetterRecord } from '../../streams/dead-letter-record.js';
-import { partitionForKey } from '../../streams/partitioner.js';
-import { subjectOf } from '../../streams/topics.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import type { DeadLetterRecord } from '../../streams/api/dead-letter-record.js';
+import { partitionForKey } from '../../streams/topics/partitioner.js';
+import { subjectOf } from '../../streams/topics/names.js';
 import { opsEnv, type OpsEnv } from './ops-fixture.js';
 import { readTopic, type ReadRecord } from './topic-reader.js';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, test } from 'vitest';
 import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
-import { topicNames } from '../../streams/topics.js';
+import { topicNames } from '../../streams/topics/names.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, sendInSlices, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
 import { loadConfig } from '../../config/load.js';
-import { createKafka } from '../../streams/kafka-client.js';
+import { createKafka } from '../../streams/kafka/kafkajs/client.js';
 
 // scripts/local-kafka.sh opens a SASL_PLAINTEXT listener two ports above the
 // plain one, with the test user rstest (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).

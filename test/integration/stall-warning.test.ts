@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, test } from 'vitest';
 import { generateEvents } from '../../loadgen/index.js';
-import { topicNames, topicSpecs } from '../../streams/topics.js';
+import { topicNames, topicSpecs } from '../../streams/topics/names.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, waitForLog, writeTestConfig, type StageProcess } from './stage-processes.js';

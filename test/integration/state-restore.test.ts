@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { asGymResultEvents, generateEvents, type GymLoadgenEvent, type LoadgenEvent } from '../../loadgen/index.js';
 import { runOffline } from '../../cli/offline.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { TopicCodec } from '../../streams/codec.js';
-import { startPipeline, type RunningPipeline } from '../../streams/pipeline.js';
-import { RowProducer } from '../../streams/row-producer.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { TopicCodec } from '../../streams/codecs/codec.js';
+import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
+import { RowProducer } from '../../tools/row-producer.js';
 import { parseChangelogRecord } from '../../streams/stages/accumulator-changelog.js';
-import { subjectOf, topicNames } from '../../streams/topics.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
 

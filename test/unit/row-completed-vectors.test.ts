@@ -19,10 +19,10 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import type { BatchEnd, GymResult, RolloutRow } from '../../processors/types.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { AvroBodyCodec } from '../../streams/codec.js';
-import type { RowCompletedEvent } from '../../streams/record-mapping.js';
-import { HEADER_BYTES } from '../../streams/wire-format.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { AvroBodyCodec } from '../../streams/codecs/codec.js';
+import type { RowCompletedEvent } from '../../streams/codecs/record-mapping.js';
+import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
 
 const DIR = join(import.meta.dirname, '..', 'vectors', 'row-completed');
 const UPDATE = process.env.UPDATE_VECTORS === '1';

@@ -14,9 +14,9 @@ import { describe, expect, test } from 'vitest';
 import { runOffline } from '../../cli/offline.js';
 import { configSchema } from '../../config/schema.js';
 import { generateEvents, UNWANTED_TOKEN_ID, type LoadgenOptions } from '../../loadgen/index.js';
-import { formatJsonLine, parseJsonLine } from '../../schemas/json-form.js';
-import { AvroBodyCodec } from '../../streams/codec.js';
-import { HEADER_BYTES } from '../../streams/wire-format.js';
+import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
+import { AvroBodyCodec } from '../../streams/codecs/codec.js';
+import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
 
 const DIR = join(import.meta.dirname, '..', 'vectors');
 const UPDATE = process.env.UPDATE_VECTORS === '1';

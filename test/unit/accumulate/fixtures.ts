@@ -5,7 +5,7 @@
 import { accumulateConfigSchema, type AccumulateConfig } from '../../../config/schema.js';
 import type { RowInput } from '../../../processors/group-accumulator.js';
 import type { Message, RolloutRow } from '../../../processors/types.js';
-import { rowToJson } from '../../../schemas/json-form.js';
+import { rowToJson } from '../../../json-form/form.js';
 
 export const defaultAccumulateConfig: AccumulateConfig = accumulateConfigSchema.parse({});
 

@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
-import { UsageError } from '../../../cli/command.js';
+import { UsageError } from '../../../tools/command.js';
 import { checkUnambiguous, parseDlqArgs, parseOffsets, selectDeadLetters, type DlqEntry } from '../../../cli/dlq.js';
 import { parseReplayArgs, parseTime } from '../../../cli/replay.js';
 import { matchesFilter, recordIdentity, recordJsonLine, resolveTopic, skipByKey } from '../../../cli/topic-records.js';
-import { parseJsonLine } from '../../../schemas/json-form.js';
+import { parseJsonLine } from '../../../json-form/form.js';
 import { sampleDeadLetter, sampleGroup, sampleMetrics, samplePacked, samplePenalized, sampleRow } from '../../fixtures/records.js';
 
 describe('topic arguments', () => {

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, test } from 'vitest';
-import { murmur2, partitionForKey } from '../../../streams/partitioner.js';
+import { murmur2, partitionForKey } from '../../../streams/topics/partitioner.js';
 
 const require = createRequire(import.meta.url);
 const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur2.js') as (key: string | Buffer) => number;

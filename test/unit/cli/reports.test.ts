@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { UsageError } from '../../../cli/command.js';
-import { formatDemoSummary, percentile, stageCounts } from '../../../cli/demo-summary.js';
+import { UsageError } from '../../../tools/command.js';
+import { formatDemoSummary, stageCounts } from '../../../cli/demo-summary.js';
+import { percentile } from '../../../tools/percentile.js';
 import { parseDemoArgs } from '../../../cli/demo.js';
 import { captureIo } from '../../../cli/io.js';
 import { formatLoadgenSummary, parseLoadgenArgs, runLoadgen } from '../../../cli/loadgen.js';
@@ -9,7 +10,7 @@ import { formatTable } from '../../../cli/table.js';
 import { stageLatencies, type TraceRecord } from '../../../cli/trace.js';
 import { loadConfig } from '../../../config/load.js';
 import { generateEvents } from '../../../loadgen/index.js';
-import { formatJsonLine } from '../../../schemas/json-form.js';
+import { formatJsonLine } from '../../../json-form/form.js';
 
 describe('latency and stage summaries', () => {
   test('percentiles take the sorted value at floor(len*p/100), capped at the last', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import { readSchemaId, UndecodableError, writeHeader } from '../../../streams/wire-format.js';
-import { typedArrayFrom } from '../../../streams/tensor-bytes.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import { readSchemaId, UndecodableError, writeHeader } from '../../../streams/codecs/wire-format.js';
+import { typedArrayFrom } from '../../../streams/codecs/tensor-bytes.js';
 import {
   sampleDeadLetter,
   sampleGroup,

@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
 import { generateEvents } from '../../../loadgen/index.js';
 import type { PromptGroup, RolloutRow } from '../../../processors/types.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import { assembleGroupValue } from '../../../streams/group-assembly.js';
-import { HEADER_BYTES, writeHeader } from '../../../streams/wire-format.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import { assembleGroupValue } from '../../../streams/codecs/group-assembly.js';
+import { HEADER_BYTES, writeHeader } from '../../../streams/codecs/wire-format.js';
 
 const rowCodec = new AvroBodyCodec('rowCompleted');
 const groupCodec = new AvroBodyCodec('groupComplete');

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import { VALUES_ALIGNMENT } from '../../../streams/packed-writer.js';
-import { HEADER_BYTES, readSchemaId } from '../../../streams/wire-format.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import { VALUES_ALIGNMENT } from '../../../streams/codecs/packed-writer.js';
+import { HEADER_BYTES, readSchemaId } from '../../../streams/codecs/wire-format.js';
 import type { PackedField, PackedGroup } from '../../../processors/types.js';
 import { samplePacked } from '../../fixtures/records.js';
 

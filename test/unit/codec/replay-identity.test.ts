@@ -5,8 +5,8 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { GymResult, RolloutRow } from '../../../processors/types.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import { HEADER_BYTES, replayIdentity } from '../../../streams/wire-format.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import { HEADER_BYTES, replayIdentity } from '../../../streams/codecs/wire-format.js';
 import { makeRow } from '../accumulate/fixtures.js';
 
 const codec = new AvroBodyCodec('rowCompleted');

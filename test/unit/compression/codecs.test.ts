@@ -2,7 +2,7 @@ import kafkajs from 'kafkajs';
 import { describe, expect, test } from 'vitest';
 import { kafkaConfigSchema } from '../../../config/schema.js';
 import { generateEvents } from '../../../loadgen/index.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
 import {
   ADDED_CODECS,
   COMPRESSION_NAMES,
@@ -11,7 +11,7 @@ import {
   kafkaCodec,
   registerCompressionCodecs,
   type CompressionName,
-} from '../../../streams/compression.js';
+} from '../../../streams/kafka/kafkajs/compression.js';
 
 const { CompressionCodecs, CompressionTypes } = kafkajs;
 const COMPRESSING = COMPRESSION_NAMES.filter((n): n is Exclude<CompressionName, 'none'> => n !== 'none');

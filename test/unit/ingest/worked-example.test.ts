@@ -8,7 +8,7 @@ import { describe, expect, test } from 'vitest';
 import { ingestGymResult } from '../../../processors/gym-ingest.js';
 import { validateRow } from '../../../processors/row-validation.js';
 import type { JsonObject, RolloutRow } from '../../../processors/types.js';
-import { gymResultFromJson, rowFromJson, rowToJson } from '../../../schemas/json-messages.js';
+import { gymResultFromJson, rowFromJson, rowToJson } from '../../../json-form/messages.js';
 import { ingestCfg } from './builders.js';
 
 const dir = new URL('../../../docs/examples/', import.meta.url);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import type { DeadLetterDecision, MetricsRecord, PackedGroup, PenalizedGroup } from '../../../processors/types.js';
-import { formatJsonLine, parseJsonLine } from '../../../schemas/json-form.js';
+import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
 import { generatedMessage, userMessage } from '../accumulate/fixtures.js';
 
 function packedGroup(): PackedGroup {

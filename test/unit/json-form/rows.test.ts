@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { validateRow } from '../../../processors/row-validation.js';
 import type { RolloutRow } from '../../../processors/types.js';
-import { formatJsonLine, groupToJson, parseJsonLine, rowFromJson, rowToJson } from '../../../schemas/json-form.js';
+import { formatJsonLine, groupToJson, parseJsonLine, rowFromJson, rowToJson } from '../../../json-form/form.js';
 import { makeRow } from '../accumulate/fixtures.js';
 
 function richRow(): RolloutRow {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { FaultSpecError, formatFaultSpec, noFaults, parseFaultSpec } from '../../../loadgen/index.js';
-import { ConfigError } from '../../../processors/errors.js';
+import { ConfigError } from '../../../errors/index.js';
 
 describe('parseFaultSpec', () => {
   test('reads every fault kind of the CLI example', () => {

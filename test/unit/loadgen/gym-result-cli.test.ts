@@ -1,11 +1,11 @@
 /** `loadgen --format gym-result` from the command's side: flags, the dry run's JSON lines, the summary. */
 import { describe, expect, test } from 'vitest';
-import { UsageError } from '../../../cli/command.js';
+import { UsageError } from '../../../tools/command.js';
 import { captureIo } from '../../../cli/io.js';
 import { formatLoadgenSummary, parseLoadgenArgs, runLoadgen } from '../../../cli/loadgen.js';
 import { loadConfig } from '../../../config/load.js';
 import { generateEvents, gymResultFromRow } from '../../../loadgen/index.js';
-import { formatJsonLine, parseJsonLine } from '../../../schemas/json-form.js';
+import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
 
 describe('loadgen --format gym-result', () => {
   test('the format defaults to rows and only row or gym-result are accepted', () => {

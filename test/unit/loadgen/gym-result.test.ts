@@ -22,9 +22,9 @@ import { resolveIngestConfig } from '../../../processors/ingest-config.js';
 import { decodeRoutedExperts } from '../../../processors/routed-experts-envelope.js';
 import { validateRow } from '../../../processors/row-validation.js';
 import type { GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
-import { formatJsonLine, parseJsonLine } from '../../../schemas/json-form.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import { replayIdentity } from '../../../streams/wire-format.js';
+import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import { replayIdentity } from '../../../streams/codecs/wire-format.js';
 import { COMPACT, isGenerated, rows } from './row-helpers.js';
 import { expectedKey, realKey } from './dead-letter-keys.js';
 

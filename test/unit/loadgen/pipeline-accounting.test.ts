@@ -1,14 +1,14 @@
 /**
  * The load generator's expectations checked against the real accumulator
  * (processors/group-accumulator.ts) fed through the real Avro body codec
- * (streams/codec.ts): every generated row must encode, and every injected
+ * (streams/codecs/codec.ts): every generated row must encode, and every injected
  * fault must yield exactly its announced dead letter, nothing else.
  */
 import { describe, expect, test } from 'vitest';
 import { accumulateConfigSchema } from '../../../config/schema.js';
 import { collectExpectations, generateEvents, parseFaultSpec, type LoadgenOptions } from '../../../loadgen/index.js';
 import { accumulateBatchEnd, accumulateRow, createAccumulatorState } from '../../../processors/group-accumulator.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
 import { expectedKey, realKey } from './dead-letter-keys.js';
 
 

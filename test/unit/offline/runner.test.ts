@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import { runOffline, type OfflineStage } from '../../../cli/offline.js';
 import { configSchema, type Config } from '../../../config/schema.js';
-import { ConfigError } from '../../../processors/errors.js';
-import { formatJsonLine, rowToJson } from '../../../schemas/json-form.js';
+import { ConfigError } from '../../../errors/index.js';
+import { formatJsonLine, rowToJson } from '../../../json-form/form.js';
 import { makeGroup, makeRow } from '../accumulate/fixtures.js';
 
 const defaults = configSchema.parse({});

@@ -1,7 +1,7 @@
 /** An in-memory PublisherTransport for the publisher and produce tests. */
-import type { OutgoingRecord, PublisherTransport } from '../../../streams/publisher.js';
-import { AvroBodyCodec } from '../../../streams/codec.js';
-import type { RowCompletedEvent } from '../../../streams/record-mapping.js';
+import type { OutgoingRecord, PublisherTransport } from '../../../streams/publish/publisher.js';
+import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
+import type { RowCompletedEvent } from '../../../streams/codecs/record-mapping.js';
 
 export const codec = new AvroBodyCodec('rowCompleted');
 

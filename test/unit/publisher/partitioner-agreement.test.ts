@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Partitioners } from 'kafkajs';
 import { describe, expect, test } from 'vitest';
 import { Rng } from '../../../loadgen/random.js';
-import { murmur2, partitionForKey } from '../../../streams/partitioner.js';
+import { murmur2, partitionForKey } from '../../../streams/topics/partitioner.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const PYTHON = join(ROOT, '.venv', 'bin', 'python');

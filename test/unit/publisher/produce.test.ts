@@ -6,12 +6,12 @@
 import { describe, expect, test } from 'vitest';
 import { formatProduceSummary, parseProduceArgs, runProduce, type ProduceArgs } from '../../../cli/produce.js';
 import { captureIo } from '../../../cli/io.js';
-import { UsageError } from '../../../cli/command.js';
+import { UsageError } from '../../../tools/command.js';
 import { generateEvents, gymResultFromRow } from '../../../loadgen/index.js';
 import type { RolloutRow } from '../../../processors/types.js';
-import { formatJsonLine } from '../../../schemas/json-form.js';
-import { partitionForKey } from '../../../streams/partitioner.js';
-import { RolloutPublisher } from '../../../streams/publisher.js';
+import { formatJsonLine } from '../../../json-form/form.js';
+import { partitionForKey } from '../../../streams/topics/partitioner.js';
+import { RolloutPublisher } from '../../../streams/publish/publisher.js';
 import { codec, MemoryTransport } from './memory-transport.js';
 
 const PARTITIONS = 4;

@@ -6,14 +6,14 @@
 import { describe, expect, test } from 'vitest';
 import { generateEvents, gymResultFromRow, parseFaultSpec } from '../../../loadgen/index.js';
 import type { GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
-import { partitionForKey } from '../../../streams/partitioner.js';
+import { partitionForKey } from '../../../streams/topics/partitioner.js';
 import {
   batchIdentity,
   PublishValidationError,
   RolloutPublisher,
   stampBatchIdentity,
   type RolloutPublisherOptions,
-} from '../../../streams/publisher.js';
+} from '../../../streams/publish/publisher.js';
 import { codec, MemoryTransport } from './memory-transport.js';
 
 function publisher(partitions = 4, o: Partial<RolloutPublisherOptions> = {}): { p: RolloutPublisher; t: MemoryTransport } {

@@ -5,7 +5,7 @@ const require = createRequire(import.meta.url);
 
 let implementation = '';
 beforeAll(async () => {
-  implementation = (await import('../../../streams/kafkajs-speedups.js')).kafkaCrcImplementation;
+  implementation = (await import('../../../streams/kafka/kafkajs/speedups.js')).kafkaCrcImplementation;
 });
 
 describe('native CRC-32C for kafkajs record batches', () => {
@@ -42,7 +42,7 @@ describe('kafkajs Encoder growth without zero-filling', () => {
   const Encoder = () => require('kafkajs/src/protocol/encoder.js') as new (size?: number) => Enc;
 
   test('is patched', async () => {
-    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaEncoderPatched).toBe(true);
+    expect((await import('../../../streams/kafka/kafkajs/speedups.js')).kafkaEncoderPatched).toBe(true);
   });
 
   test('nested encoders, arrays and growth past many powers of two give exactly the expected bytes, whatever garbage the pool held', () => {
@@ -149,7 +149,7 @@ describe('kafkajs record batches checksummed and framed without joining', () => 
   }
 
   test('is patched', async () => {
-    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaRecordBatchPatched).toBe(true);
+    expect((await import('../../../streams/kafka/kafkajs/speedups.js')).kafkaRecordBatchPatched).toBe(true);
   });
 
   test('gives exactly kafkajs\'s bytes for small, large and mixed records, with and without transactions', async () => {
@@ -185,7 +185,7 @@ describe('kafkajs request queue without negative timers (Node 24 TimeoutNegative
   async function warningsOfIdleQueue(patches: '0' | '1'): Promise<{ patched: boolean; warnings: string[]; firedWithinMs: number }> {
     const { spawnSync } = await import('node:child_process');
     const { fileURLToPath } = await import('node:url');
-    const module = fileURLToPath(new URL('../../../streams/kafkajs-speedups.ts', import.meta.url));
+    const module = fileURLToPath(new URL('../../../streams/kafka/kafkajs/speedups.ts', import.meta.url));
     const script = `const warnings = [];
       process.on('warning', (w) => warnings.push(w.name));
       const m = await import(${JSON.stringify(module)});
@@ -208,7 +208,7 @@ describe('kafkajs request queue without negative timers (Node 24 TimeoutNegative
   }
 
   test('is patched (fails when a kafkajs upgrade changes the method it replaces)', async () => {
-    expect((await import('../../../streams/kafkajs-speedups.js')).kafkaRequestQueuePatched).toBe(true);
+    expect((await import('../../../streams/kafka/kafkajs/speedups.js')).kafkaRequestQueuePatched).toBe(true);
   });
 
   test('an idle queue arms its check without a warning and still runs it at once, as Node clamps it', async () => {
@@ -227,7 +227,7 @@ describe('ROLLOUT_STREAM_KAFKAJS_PATCHES=0', () => {
   test('leaves kafkajs as published', async () => {
     const { spawnSync } = await import('node:child_process');
     const { fileURLToPath } = await import('node:url');
-    const module = fileURLToPath(new URL('../../../streams/kafkajs-speedups.ts', import.meta.url));
+    const module = fileURLToPath(new URL('../../../streams/kafka/kafkajs/speedups.ts', import.meta.url));
     const script = `const m = await import(${JSON.stringify(module)});
       const { createRequire } = await import('node:module');
       const require = createRequire(${JSON.stringify(module)});

@@ -7,10 +7,10 @@ import { expect, test } from 'vitest';
 import { configSchema } from '../../../config/schema.js';
 import { SlabPool } from '../../../processors/slab.js';
 import { avroSchema } from '../../../schemas/index.js';
-import { TopicCodec } from '../../../streams/codec.js';
-import type { SchemaRegistryClient } from '../../../streams/schema-registry.js';
+import { TopicCodec } from '../../../streams/codecs/codec.js';
+import type { SchemaRegistryClient } from '../../../streams/codecs/schema-registry.js';
 import { packStage } from '../../../streams/stages/pack-stage.js';
-import { topicNames } from '../../../streams/topics.js';
+import { topicNames } from '../../../streams/topics/names.js';
 import { samplePenalized } from '../../fixtures/records.js';
 
 // A registry stand-in for the codecs only: this is a unit test of the stage's memory, not of the registry.

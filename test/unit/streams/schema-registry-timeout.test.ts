@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
-import { RegistryError, SchemaRegistryClient } from '../../../streams/schema-registry.js';
+import { RegistryError, SchemaRegistryClient } from '../../../streams/codecs/schema-registry.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 

@@ -9,9 +9,9 @@
 import { EventEmitter } from 'node:events';
 import type { Kafka } from 'kafkajs';
 import { afterEach, describe, expect, test } from 'vitest';
-import { RuntimeMetrics } from '../../../streams/runtime-metrics.js';
-import { isTransientKafkaError, StageRunner } from '../../../streams/stage-runner.js';
-import type { Stage } from '../../../streams/stage.js';
+import { RuntimeMetrics } from '../../../streams/runtime/metrics.js';
+import { isTransientKafkaError, StageRunner } from '../../../streams/runtime/stage-runner.js';
+import type { Stage } from '../../../streams/api/stage.js';
 
 const EVENTS = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' };
 

@@ -1,0 +1,254 @@
+/**
+ * In-memory records (processors/types.ts) ↔ the plain objects avsc reads and
+ * writes for the schemas in `schemas/`. Tensors become byte views, free-form
+ * JSON becomes JSON text. No copies of tensor data in either direction except
+ * for unaligned views (see tensor-bytes.ts).
+ */
+import type {
+  BatchEnd,
+  GymResult,
+  JsonObject,
+  Message,
+  PenalizedGroup,
+  PenalizedRow,
+  PromptGroup,
+  RolloutRow,
+  Tensor,
+} from '../../processors/types.js';
+import { bytesOf, float32From, int32From, isDType, typedArrayFrom } from './tensor-bytes.js';
+import { UndecodableError } from './wire-format.js';
+
+const NS = 'dev.rolloutstream.v1';
+export const ROW_BRANCH = `${NS}.RolloutRow`;
+export const BATCH_END_BRANCH = `${NS}.BatchEnd`;
+export const GYM_RESULT_BRANCH = `${NS}.GymResult`;
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type AvroObject = Record<string, any>;
+
+function parseJsonObject(text: string, field: string): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (cause) {
+    throw new UndecodableError(`${field} is not valid JSON`, { cause });
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new UndecodableError(`${field} must be a JSON object`);
+  }
+  return value as JsonObject;
+}
+
+function tensorToAvro(t: Tensor): AvroObject {
+  return { dtype: t.dtype, shape: t.shape, data: bytesOf(t.data) };
+}
+
+function tensorFromAvro(o: AvroObject): Tensor {
+  if (!isDType(o.dtype)) throw new UndecodableError(`unknown tensor dtype ${JSON.stringify(o.dtype)}`);
+  return { dtype: o.dtype, shape: o.shape.map(Number), data: typedArrayFrom(o.dtype, o.data) };
+}
+
+function mediaToAvro(media: Record<string, Tensor> | null | undefined): AvroObject | null {
+  if (!media) return null;
+  const out: AvroObject = {};
+  for (const [k, v] of Object.entries(media)) out[k] = tensorToAvro(v);
+  return out;
+}
+
+function mediaFromAvro(media: AvroObject | null): Record<string, Tensor> | null {
+  if (!media) return null;
+  const out: Record<string, Tensor> = {};
+  for (const [k, v] of Object.entries(media)) out[k] = tensorFromAvro(v as AvroObject);
+  return out;
+}
+
+export function messageToAvro(m: Message): AvroObject {
+  return {
+    role: m.role,
+    token_ids: bytesOf(m.token_ids),
+    generation_logprobs: m.generation_logprobs ? bytesOf(m.generation_logprobs) : null,
+    routed_experts: m.routed_experts ? tensorToAvro(m.routed_experts) : null,
+    has_malformed_thinking: m.has_malformed_thinking ?? null,
+    is_invalid_tool_call: m.is_invalid_tool_call ?? null,
+    content: m.content ?? null,
+    media: mediaToAvro(m.media),
+  };
+}
+
+/** Absent optional fields stay absent (not null): presence carries meaning, e.g. a generated turn has logprobs. */
+export function messageFromAvro(o: AvroObject): Message {
+  try {
+    const m: Message = { role: o.role, token_ids: int32From(o.token_ids) };
+    if (o.generation_logprobs !== null) m.generation_logprobs = float32From(o.generation_logprobs);
+    if (o.routed_experts !== null) m.routed_experts = tensorFromAvro(o.routed_experts);
+    if (o.has_malformed_thinking !== null) m.has_malformed_thinking = o.has_malformed_thinking;
+    if (o.is_invalid_tool_call !== null) m.is_invalid_tool_call = o.is_invalid_tool_call;
+    if (o.content !== null) m.content = o.content;
+    if (o.media !== null) m.media = mediaFromAvro(o.media);
+    return m;
+  } catch (cause) {
+    if (cause instanceof UndecodableError) throw cause;
+    throw new UndecodableError(`message tensor bytes are malformed: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/**
+ * The stream identity of SPEC §2 shared by RolloutRow and GymResult, in
+ * both directions (avsc writes fields in schema order, so key order here
+ * does not matter); absent optionals are null.
+ */
+function identity(o: AvroObject | RolloutRow | GymResult) {
+  return {
+    batch_id: o.batch_id,
+    group_id: o.group_id,
+    group_index: o.group_index,
+    row_index: o.row_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    task_index: o.task_index ?? null,
+    weight_version: o.weight_version,
+    instance_label: o.instance_label ?? null,
+    timing: o.timing ?? null,
+    produced_at: o.produced_at ?? null,
+  };
+}
+
+export function rowToAvro(r: RolloutRow): AvroObject {
+  return {
+    ...identity(r),
+    agent_ref: JSON.stringify(r.agent_ref),
+    request: JSON.stringify(r.request),
+    input_message_log: r.input_message_log.map(messageToAvro),
+    message_log: r.message_log.map(messageToAvro),
+    full_result: JSON.stringify(r.full_result),
+  };
+}
+
+export function rowFromAvro(o: AvroObject): RolloutRow {
+  return {
+    ...identity(o),
+    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    request: parseJsonObject(o.request, 'request'),
+    input_message_log: o.input_message_log.map(messageFromAvro),
+    message_log: o.message_log.map(messageFromAvro),
+    full_result: parseJsonObject(o.full_result, 'full_result'),
+  };
+}
+
+export function gymResultToAvro(g: GymResult): AvroObject {
+  return { ...identity(g), gym_row: JSON.stringify(g.gym_row), gym_result: JSON.stringify(g.gym_result) };
+}
+
+export function gymResultFromAvro(o: AvroObject): GymResult {
+  return { ...identity(o), gym_row: parseJsonObject(o.gym_row, 'gym_row'), gym_result: parseJsonObject(o.gym_result, 'gym_result') };
+}
+
+export type RowCompletedEvent =
+  | { kind: 'row'; row: RolloutRow }
+  | { kind: 'gym_result'; result: GymResult }
+  | { kind: 'batch_end'; end: BatchEnd };
+
+export function rowCompletedToAvro(e: RowCompletedEvent): AvroObject {
+  switch (e.kind) {
+    case 'row':
+      return { event: { [ROW_BRANCH]: rowToAvro(e.row) } };
+    case 'gym_result':
+      return { event: { [GYM_RESULT_BRANCH]: gymResultToAvro(e.result) } };
+    case 'batch_end':
+      return { event: { [BATCH_END_BRANCH]: { batch_id: e.end.batch_id, num_rows: e.end.num_rows } } };
+  }
+}
+
+export function rowCompletedFromAvro(o: AvroObject): RowCompletedEvent {
+  const ev = o.event as AvroObject;
+  if (ev[ROW_BRANCH]) return { kind: 'row', row: rowFromAvro(ev[ROW_BRANCH]) };
+  if (ev[GYM_RESULT_BRANCH]) return { kind: 'gym_result', result: gymResultFromAvro(ev[GYM_RESULT_BRANCH]) };
+  if (ev[BATCH_END_BRANCH]) return { kind: 'batch_end', end: { ...ev[BATCH_END_BRANCH] } as BatchEnd };
+  throw new UndecodableError('row-completed event is neither a RolloutRow, a GymResult nor a BatchEnd');
+}
+
+export function groupToAvro(g: PromptGroup): AvroObject {
+  return {
+    group_id: g.group_id,
+    batch_id: g.batch_id,
+    group_index: g.group_index,
+    num_generations: g.num_generations,
+    prompt_idx: g.prompt_idx,
+    task_index: g.task_index,
+    rows: g.rows.map(rowToAvro),
+  };
+}
+
+export function groupFromAvro(o: AvroObject): PromptGroup {
+  return {
+    group_id: o.group_id,
+    batch_id: o.batch_id,
+    group_index: o.group_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    task_index: o.task_index,
+    rows: o.rows.map(rowFromAvro),
+  };
+}
+
+function penalizedRowToAvro(r: PenalizedRow): AvroObject {
+  return {
+    row_index: r.row_index,
+    total_reward: r.total_reward,
+    original_reward: r.original_reward,
+    truncated: r.truncated,
+    mask_sample: r.mask_sample,
+    reward_components: r.reward_components,
+    violation_counts: { ...r.violation_counts },
+    agent_ref: JSON.stringify(r.agent_ref),
+    weight_version: r.weight_version,
+    message_log: r.message_log.map(messageToAvro),
+  };
+}
+
+function penalizedRowFromAvro(o: AvroObject): PenalizedRow {
+  return {
+    row_index: o.row_index,
+    total_reward: o.total_reward,
+    original_reward: o.original_reward,
+    truncated: o.truncated,
+    mask_sample: o.mask_sample,
+    reward_components: o.reward_components,
+    violation_counts: { ...o.violation_counts },
+    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    weight_version: o.weight_version,
+    message_log: o.message_log.map(messageFromAvro),
+  };
+}
+
+export function penalizedToAvro(g: PenalizedGroup): AvroObject {
+  return {
+    group_id: g.group_id,
+    batch_id: g.batch_id,
+    group_index: g.group_index,
+    num_generations: g.num_generations,
+    prompt_idx: g.prompt_idx,
+    weight_version: g.weight_version,
+    task_index: g.task_index,
+    rows: g.rows.map(penalizedRowToAvro),
+    prompt: g.prompt.map(messageToAvro),
+    reward_component_names: g.reward_component_names,
+    metrics: g.metrics,
+  };
+}
+
+export function penalizedFromAvro(o: AvroObject): PenalizedGroup {
+  return {
+    group_id: o.group_id,
+    batch_id: o.batch_id,
+    group_index: o.group_index,
+    num_generations: o.num_generations,
+    prompt_idx: o.prompt_idx,
+    weight_version: o.weight_version,
+    task_index: o.task_index,
+    rows: o.rows.map(penalizedRowFromAvro),
+    prompt: o.prompt.map(messageFromAvro),
+    reward_component_names: o.reward_component_names,
+    metrics: o.metrics,
+  };
+}

@@ -1,0 +1,76 @@
+/**
+ * Builds the kafkajs client from our config (brokers, SASL, TLS, sizes). The
+ * rest of `streams/` asks this module for clients so the client library stays
+ * behind one seam.
+ */
+// First (module evaluation follows this order): swaps in a native CRC-32C
+// before kafkajs loads its record-batch encoder.
+export { kafkaCrcImplementation, kafkaPatchesEnabled } from './speedups.js';
+import { readFileSync } from 'node:fs';
+import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';
+import type { KafkaConfig } from '../../../config/schema.js';
+import { registerCompressionCodecs } from './compression.js';
+
+process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= '1';
+
+function tlsOptions(config: KafkaConfig): KafkaJsConfig['ssl'] {
+  const tls = config.tls;
+  if (!tls?.enabled) return undefined;
+  return {
+    rejectUnauthorized: tls.reject_unauthorized,
+    ...(tls.ca_file ? { ca: [readFileSync(tls.ca_file, 'utf8')] } : {}),
+    ...(tls.cert_file ? { cert: readFileSync(tls.cert_file, 'utf8') } : {}),
+    ...(tls.key_file ? { key: readFileSync(tls.key_file, 'utf8') } : {}),
+  };
+}
+
+function saslOptions(config: KafkaConfig): SASLOptions | undefined {
+  const s = config.sasl;
+  if (!s) return undefined;
+  return { mechanism: s.mechanism, username: s.username, password: s.password } as SASLOptions;
+}
+
+const LEVELS: Record<string, logLevel> = {
+  nothing: logLevel.NOTHING,
+  error: logLevel.ERROR,
+  warn: logLevel.WARN,
+  info: logLevel.INFO,
+  debug: logLevel.DEBUG,
+};
+
+/**
+ * kafkajs logs retried, harmless conditions at ERROR (a coordinator still
+ * finishing the previous transaction, a group rebalancing). Those go to
+ * debug; everything else goes to stderr as one line.
+ */
+const RETRIED_NOISE =
+  /concurrent operation on the same transaction|coordinator is not available|group is rebalancing|not the correct coordinator|Restarting the consumer|leadership election|There is no leader/i;
+
+function logCreator(level: logLevel) {
+  return ({ level: entryLevel, log }: LogEntry) => {
+    const { message, timestamp: _t, logger: _l, ...rest } = log as { message: string; timestamp?: string; logger?: string; [k: string]: unknown };
+    const effective = RETRIED_NOISE.test(`${message} ${String(rest.error ?? '')}`) ? logLevel.DEBUG : entryLevel;
+    if (effective > level || effective === logLevel.NOTHING) return;
+    const name = effective === logLevel.ERROR ? 'error' : effective === logLevel.WARN ? 'warn' : 'info';
+    const detail = rest.error ? `: ${String(rest.error)}` : '';
+    process.stderr.write(`${new Date().toISOString()} ${name} kafka ${message}${detail}\n`);
+  };
+}
+
+/** A kafkajs client for `config`; `clientSuffix` distinguishes the processes' client ids. */
+export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error'): Kafka {
+  registerCompressionCodecs();
+  const ssl = tlsOptions(config);
+  const sasl = saslOptions(config);
+  return new Kafka({
+    clientId: clientSuffix ? `${config.client_id}-${clientSuffix}` : config.client_id,
+    brokers: config.brokers,
+    ...(ssl ? { ssl } : {}),
+    ...(sasl ? { sasl } : {}),
+    connectionTimeout: 10_000,
+    requestTimeout: 60_000,
+    logLevel: LEVELS[level] ?? logLevel.ERROR,
+    logCreator,
+    retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 5_000 },
+  });
+}

@@ -1,0 +1,42 @@
+/**
+ * Fused mode commits the downstream stages' offsets just past the records it
+ * writes to their input topics. Taking a partition over is safe only when the
+ * separate stages have processed everything before that point; otherwise
+ * their leftover records would be skipped. This check finds such leftovers.
+ */
+import type { Admin, Kafka } from 'kafkajs';
+import { scanRanges, unconsumedRanges, type PartitionRange } from '../ops/topic-scan.js';
+
+export interface DrainTarget {
+  /** The downstream stage's input topic. */
+  topic: string;
+  /** Its consumer group. */
+  groupId: string;
+}
+
+/**
+ * The first `topic/partition` (of `partitions`, every partition when omitted)
+ * holding a committed data record its group has not processed, or null when
+ * all are drained. Only commit markers may lie past a group's offset.
+ */
+export async function firstUndrained(kafka: Kafka, admin: Admin, targets: DrainTarget[], partitions?: number[]): Promise<string | null> {
+  const ranges: PartitionRange[] = [];
+  for (const t of targets) {
+    for (const r of await unconsumedRanges(admin, t.topic, t.groupId)) {
+      if ((!partitions || partitions.includes(r.partition)) && BigInt(r.start) < BigInt(r.end)) ranges.push(r);
+    }
+  }
+  if (ranges.length === 0) return null;
+  let found: string | null = null;
+  const scan = await scanRanges(
+    kafka,
+    ranges,
+    (r) => {
+      found = `${r.topic}/${r.partition} (from offset ${r.offset})`;
+      return false;
+    },
+    { idleTimeoutMs: 10_000 },
+  );
+  if (found === null && !scan.complete) return `${scan.unfinished.join(', ')} (unreadable: an open transaction holds it)`;
+  return found;
+}

@@ -1,0 +1,275 @@
+/**
+ * Assembles the stage services of one process from the configuration:
+ * codecs (schemas registered), stages, one StageRunner per stage, the
+ * /metrics endpoint, and graceful shutdown.
+ */
+import type { Server } from 'node:http';
+import type { Config } from '../../config/schema.js';
+import type { RecordKind } from '../../schemas/index.js';
+import { ConfigError, RolloutStreamError } from '../../errors/index.js';
+import { resolveIngestConfig } from '../../processors/ingest-config.js';
+import { resolvePostprocessConfig } from '../../processors/postprocess.js';
+import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
+import { firstUndrained } from './fused-drain.js';
+import { createKafka } from '../kafka/kafkajs/client.js';
+import { createRegistry } from '../codecs/schema-registry.js';
+import { RuntimeMetrics, serveMetrics } from './metrics.js';
+import type { Stage, StageName } from '../api/stage.js';
+import { StageRunner, type Logger } from './stage-runner.js';
+import { accumulateStage } from '../stages/accumulate-stage.js';
+import { batchMetricsStage } from '../stages/batch-metrics-stage.js';
+import { packStage } from '../stages/pack-stage.js';
+import { postprocessStage } from '../stages/postprocess-stage.js';
+import { subjectOf, topicNames } from '../topics/names.js';
+
+export interface PipelineOptions {
+  config: Config;
+  configDir: string;
+  /** The batch-metrics aggregator runs wherever postprocess runs. */
+  stages: Array<Exclude<StageName, 'batch-metrics'>>;
+  log: Logger;
+  /** Overrides config.runtime.metrics_port (0 = no endpoint). */
+  metricsPort?: number;
+  /** Overrides config.runtime.fused ('auto': fused when all three stages run here). */
+  fused?: boolean | 'auto';
+}
+
+export interface RunningPipeline {
+  /** Whether the stages run fused (one transaction per batch). */
+  fused: boolean;
+  runners: StageRunner[];
+  metrics: RuntimeMetrics;
+  server: Server | null;
+  stop(): Promise<void>;
+}
+
+export const consumerGroupId = (prefix: string, stage: StageName): string => `${prefix}rollout-stream.${stage}`;
+
+/** Client-id suffix of a fused runner: how the mode checks tell its group members apart. */
+export const FUSED_CLIENT = 'fused';
+
+export class PipelineModeError extends RolloutStreamError {
+  constructor(message: string) {
+    super('mode_conflict', message);
+  }
+}
+
+/**
+ * Fused and separate runners must not process the same prefix at once (the
+ * separate ones would process the fused runner's outputs a second time).
+ * Refuses to start, naming what runs, when the other mode has members.
+ */
+async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<{ undrained: string | null }> {
+  const prefix = config.topics.prefix;
+  const names = topicNames(prefix);
+  const kafka = createKafka(config.kafka, 'mode-check');
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const [acc, pp, pack] = [consumerGroupId(prefix, 'accumulate'), consumerGroupId(prefix, 'postprocess'), consumerGroupId(prefix, 'pack')];
+    const { groups } = await admin.describeGroups([acc, pp, pack]);
+    const members = new Map(groups.map((g) => [g.groupId, g.members]));
+    const fusedSuffix = `-${FUSED_CLIENT}`;
+    const accMembers = members.get(acc) ?? [];
+    if (fused) {
+      const busy = [
+        ...accMembers.filter((m) => !m.clientId.endsWith(fusedSuffix)).map(() => 'accumulate'),
+        ...(members.get(pp) ?? []).map(() => 'postprocess'),
+        ...(members.get(pack) ?? []).map(() => 'pack'),
+      ];
+      if (busy.length > 0) {
+        throw new PipelineModeError(
+          `fused mode refused: separate stage instances are running on prefix '${prefix}' (${[...new Set(busy)].join(', ')}); stop them first ` +
+            `(a killed instance stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
+        );
+      }
+      const counts = await Promise.all(
+        [names.rowCompleted, names.groupComplete, names.penalized].map(async (topic) => {
+          const md = await admin.fetchTopicMetadata({ topics: [topic] });
+          return [topic, md.topics[0]?.partitions.length ?? 0] as const;
+        }),
+      );
+      if (new Set(counts.map(([, n]) => n)).size > 1) {
+        throw new PipelineModeError(
+          `fused mode needs equal partition counts on its topics; found ${counts.map(([t, n]) => `${t}: ${n}`).join(', ')}`,
+        );
+      }
+      // The first fused process after separate stages: have they left records behind?
+      if (accMembers.length === 0) {
+        return {
+          undrained: await firstUndrained(kafka, admin, [
+            { topic: names.groupComplete, groupId: pp },
+            { topic: names.penalized, groupId: pack },
+          ]),
+        };
+      }
+    } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
+      throw new PipelineModeError(
+        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run all three stages fused; ` +
+          `a killed fused process stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
+      );
+    }
+  } finally {
+    await admin.disconnect();
+  }
+  return { undrained: null };
+}
+
+/**
+ * Before the first fused process takes over from separate stages: run
+ * postprocess and pack as separate runners in this process until they have
+ * processed everything on their input topics (nothing feeds them meanwhile:
+ * no accumulate instance runs), then stop them.
+ */
+async function drainSeparately(
+  stages: Stage[],
+  makeRunner: (stage: Stage, client: string) => StageRunner,
+  config: Config,
+  first: string,
+  log: Logger,
+): Promise<void> {
+  const t0 = Date.now();
+  log.info(`fused: ${first} holds records the separate stages have not processed; draining them with ${stages.map((s) => s.name).join(' and ')} first`);
+  const runners = stages.map((s) => makeRunner(s, s.name));
+  for (const r of runners) await r.start();
+  const kafka = createKafka(config.kafka, 'drain-check');
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const targets = stages.map((s) => ({ topic: s.inputTopic, groupId: consumerGroupId(config.topics.prefix, s.name) }));
+    let lastReport = Date.now();
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const left = await firstUndrained(kafka, admin, targets);
+      if (left === null) break;
+      if (Date.now() - lastReport > 10_000) {
+        log.info(`fused: still draining (${left}) after ${Math.round((Date.now() - t0) / 1000)} s`);
+        lastReport = Date.now();
+      }
+    }
+  } finally {
+    await admin.disconnect();
+    await Promise.all(runners.map((r) => r.stop()));
+  }
+  log.info(`fused: separate stages drained in ${((Date.now() - t0) / 1000).toFixed(1)} s; starting fused`);
+}
+
+/** Starts the requested stages; resolves once every consumer has joined its group. */
+export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline> {
+  const { config } = o;
+  const topics = topicNames(config.topics.prefix);
+  const registry = createRegistry(config.kafka);
+  const codec = <K extends RecordKind>(kind: K, topic: string, options?: CodecOptions) =>
+    new TopicCodec(kind, subjectOf(topic), registry, options).init();
+  const deadLetterCodec = await codec('deadLetter', topics.deadLetter);
+  const all = (['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s));
+  const setting = o.fused ?? config.runtime.fused;
+  const fused = setting === 'auto' ? all : setting;
+  if (fused && !all) {
+    throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
+  }
+  const mode = await checkMode(config, o.stages, fused);
+  const byName = new Map<StageName, Stage>();
+  for (const name of o.stages) {
+    if (name === 'accumulate') {
+      byName.set(
+        'accumulate',
+        accumulateStage({
+          topics,
+          config: config.accumulate,
+          ingest: resolveIngestConfig(config.ingest, {
+            configDir: o.configDir,
+            postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null,
+          }),
+          rowCodec: await codec('rowCompleted', topics.rowCompleted),
+          groupCodec: await codec('groupComplete', topics.groupComplete),
+          inputPartitions: config.topics.partitions,
+        }),
+      );
+    } else if (name === 'postprocess') {
+      const resolved = resolvePostprocessConfig(config.postprocess, { configDir: o.configDir });
+      const metricsCodec = await codec('metrics', topics.metrics);
+      byName.set(
+        'postprocess',
+        postprocessStage({
+          topics,
+          config: resolved,
+          groupCodec: await codec('groupComplete', topics.groupComplete),
+          penalizedCodec: await codec('penalized', topics.penalized),
+          metricsCodec,
+        }),
+      );
+      byName.set('batch-metrics', batchMetricsStage({ topics, config: resolved, metricsCodec }));
+    } else {
+      byName.set(
+        'pack',
+        packStage({
+          topics,
+          config: config.pack,
+          penalizedCodec: await codec('penalized', topics.penalized),
+          packedCodec: await codec('packed', topics.packed, { packedWire: config.pack.wire_dtypes }),
+        }),
+      );
+    }
+  }
+  // One runner per stage; fused: one runner for the chain, batch metrics on its own.
+  const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused
+    ? [
+        { stage: byName.get('accumulate')!, client: FUSED_CLIENT, downstream: [byName.get('postprocess')!, byName.get('pack')!] },
+        { stage: byName.get('batch-metrics')!, client: 'batch-metrics' },
+      ]
+    : [...byName.values()].map((stage) => ({ stage, client: stage.name }));
+  const metrics = new RuntimeMetrics();
+  const groupOf = (s: Stage) => consumerGroupId(config.topics.prefix, s.name);
+  const makeRunner = (stage: Stage, client: string, downstream?: Stage[]) =>
+    new StageRunner({
+      kafka: createKafka(config.kafka, client),
+      stage,
+      groupId: groupOf(stage),
+      deadLetterTopic: topics.deadLetter,
+      deadLetterCodec,
+      maxMessageBytes: config.kafka.max_message_bytes,
+      compression: config.kafka.compression,
+      maxInflightBytes: config.runtime.max_inflight_bytes,
+      transactionTimeoutMs: config.runtime.transaction_timeout_ms,
+      sessionTimeoutMs: config.runtime.session_timeout_ms,
+      stallWarnMs: config.runtime.stall_warn_ms,
+      metrics,
+      log: o.log,
+      ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
+    });
+  if (fused && mode.undrained !== null) {
+    await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, config, mode.undrained, o.log);
+  }
+  const runners = plan.map(({ stage, client, downstream }) => makeRunner(stage, client, downstream));
+  // A runner that cannot start (after retrying transient errors) must not
+  // leave the others running in a process that looks alive: stop them all.
+  for (const [i, r] of runners.entries()) {
+    try {
+      await r.start();
+    } catch (e) {
+      await Promise.all(runners.slice(0, i + 1).map((s) => s.stop().catch(() => undefined)));
+      throw e;
+    }
+  }
+  const gaugeTimer = setInterval(() => {
+    let open = 0;
+    for (const r of runners) open += r.gauges().open_groups ?? 0;
+    metrics.openGroups.set(open);
+  }, 1000);
+  const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () => ({
+    ok: true,
+    detail: { stages: runners.flatMap((r) => r.stageNames), fused },
+  }));
+  return {
+    fused,
+    runners,
+    metrics,
+    server,
+    async stop() {
+      clearInterval(gaugeTimer);
+      await Promise.all(runners.map((r) => r.stop()));
+      await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    },
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * The topics of SPEC §1: names, prefixes and configs (pure; creating them is
+ * `create.ts`).
+ */
+import type { Config } from '../../config/schema.js';
+import type { RecordKind } from '../../schemas/index.js';
+
+export type TopicRole = 'rowCompleted' | 'groupComplete' | 'penalized' | 'packed' | 'deadLetter' | 'metrics';
+
+export const BASE_TOPIC_NAMES: Record<TopicRole, string> = {
+  rowCompleted: 'rollout.row-completed',
+  groupComplete: 'rollout.group-complete',
+  penalized: 'rollout.penalized',
+  packed: 'rollout.packed',
+  deadLetter: 'rollout.dead-letter',
+  metrics: 'rollout.metrics',
+};
+
+/** The accumulator's compacted changelog (internal, not Avro-registered). */
+export const ACCUMULATE_CHANGELOG = 'rollout-stream.accumulate-changelog';
+/** Internal, keyed by batch id: per-partition batch closes and per-group metric rows (streams/stages/batch-progress.ts). */
+export const BATCH_PROGRESS = 'rollout-stream.batch-progress';
+/** The batch-metrics aggregator's compacted changelog. */
+export const BATCH_METRICS_CHANGELOG = 'rollout-stream.batch-metrics-changelog';
+
+export type TopicNames = Record<TopicRole, string> & {
+  accumulateChangelog: string;
+  batchProgress: string;
+  batchMetricsChangelog: string;
+};
+
+export function topicNames(prefix: string): TopicNames {
+  const names = Object.fromEntries(
+    Object.entries(BASE_TOPIC_NAMES).map(([role, name]) => [role, `${prefix}${name}`]),
+  ) as Record<TopicRole, string>;
+  return {
+    ...names,
+    accumulateChangelog: `${prefix}${ACCUMULATE_CHANGELOG}`,
+    batchProgress: `${prefix}${BATCH_PROGRESS}`,
+    batchMetricsChangelog: `${prefix}${BATCH_METRICS_CHANGELOG}`,
+  };
+}
+
+export const subjectOf = (topic: string): string => `${topic}-value`;
+
+export interface TopicSpec {
+  topic: string;
+  kind: RecordKind | null;
+  numPartitions: number;
+  configEntries: Array<{ name: string; value: string }>;
+}
+
+/** Every topic with its configuration: partition counts, size limits, cleanup policy. */
+export function topicSpecs(config: Config): TopicSpec[] {
+  const names = topicNames(config.topics.prefix);
+  const maxBytes = String(config.kafka.max_message_bytes);
+  const common = [
+    { name: 'max.message.bytes', value: maxBytes },
+    { name: 'cleanup.policy', value: 'delete' },
+  ];
+  const specs: TopicSpec[] = (Object.keys(BASE_TOPIC_NAMES) as TopicRole[]).map((role) => ({
+    topic: names[role],
+    kind: role,
+    numPartitions: config.topics.partitions,
+    configEntries: common,
+  }));
+  const compacted = [
+    { name: 'max.message.bytes', value: maxBytes },
+    { name: 'cleanup.policy', value: 'compact' },
+    { name: 'min.compaction.lag.ms', value: '60000' },
+  ];
+  for (const topic of [names.accumulateChangelog, names.batchMetricsChangelog]) {
+    specs.push({ topic, kind: null, numPartitions: config.topics.partitions, configEntries: compacted });
+  }
+  specs.push({ topic: names.batchProgress, kind: null, numPartitions: config.topics.partitions, configEntries: common });
+  return specs;
+}
