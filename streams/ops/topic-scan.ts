@@ -4,7 +4,8 @@
  * the end offsets captured when the scan starts, with read_committed, so a
  * scan always ends, however busy the topic. No offsets are committed: the
  * reader joins a throw-away consumer group whose only member is assigned
- * exactly the requested partitions.
+ * exactly the requested partitions (nothing else is fetched), and the group
+ * is deleted when the scan ends. The changelog restore reads this way too.
  */
 import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, type Admin, type Assigner, type Kafka, type PartitionAssigner } from 'kafkajs';
@@ -51,6 +52,10 @@ export interface ScanOptions {
   idleTimeoutMs?: number;
   /** Called after every fetched batch with the records read so far. */
   onProgress?: (records: number) => void;
+  /** Largest fetch (bytes, per request and per partition); kafkajs's default 10 MiB when absent. */
+  maxBytes?: number;
+  /** Names the throw-away group `rollout-stream.<purpose>.<uuid>` (default `scan`). */
+  purpose?: string;
 }
 
 /** Partition count of `topic`; throws a clear error when it does not exist. */
@@ -140,9 +145,11 @@ export async function scanRanges(
 
   const wanted: Record<string, number[]> = {};
   for (const { range } of active.values()) (wanted[range.topic] ??= []).push(range.partition);
+  const groupId = `rollout-stream.${options.purpose ?? 'scan'}.${randomUUID()}`;
   const consumer = kafka.consumer({
-    groupId: `rollout-stream.scan.${randomUUID()}`,
+    groupId,
     readUncommitted: false,
+    ...(options.maxBytes ? { maxBytes: options.maxBytes, maxBytesPerPartition: options.maxBytes } : {}),
     maxWaitTimeInMs: 200,
     allowAutoTopicCreation: false,
     partitionAssigners: [fixedAssigner(wanted)],
@@ -237,6 +244,20 @@ export async function scanRanges(
     stopped = true;
     if (timedOut) result.unfinished = [...active.keys()];
     await consumer.disconnect();
+    await deleteGroup(kafka, groupId);
   }
   return result;
+}
+
+/** Removes a throw-away group (it committed nothing); best effort: an empty group also expires by itself. */
+async function deleteGroup(kafka: Kafka, groupId: string): Promise<void> {
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    await admin.deleteGroups([groupId]);
+  } catch {
+    // left to expire
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
 }

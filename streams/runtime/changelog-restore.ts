@@ -1,19 +1,22 @@
 /**
- * Reads compacted changelog partitions from the beginning up to their end
- * offset (read_committed), feeding each record to a callback. kafkajs has no
- * manual partition assignment, so this uses a throw-away consumer group that
- * reads the whole topic and keeps only the wanted partitions; the group is
- * deleted afterwards.
+ * Reads a task's compacted changelog partitions from the beginning up to
+ * their end offsets (read_committed), feeding each record to a callback.
+ * Only the task's own partitions are fetched: the scan's throw-away group
+ * has one member, assigned exactly those partitions.
  */
-import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka } from 'kafkajs';
+import { RolloutStreamError } from '../../errors/index.js';
 import type { ChangelogRecord } from '../api/stage.js';
+import { partitionRanges, scanRanges } from '../ops/topic-scan.js';
 
 export interface RestoreStats {
   records: number;
   bytes: number;
   ms: number;
 }
+
+/** A restore that makes no progress for this long fails (the runner retries it with a fresh reader). */
+const RESTORE_IDLE_MS = 120_000;
 
 export async function restoreChangelog(
   kafka: Kafka,
@@ -25,79 +28,25 @@ export async function restoreChangelog(
 ): Promise<RestoreStats> {
   const t0 = Date.now();
   const stats: RestoreStats = { records: 0, bytes: 0, ms: 0 };
-  const wanted = new Set(partitions);
-  const offsets = await admin.fetchTopicOffsets(topic);
-  // Offsets to reach per partition: [low, high); with no open transaction on
-  // our partitions (we hold their transactional ids), high is the stable end.
-  const remaining = new Map<number, bigint>();
-  for (const o of offsets) {
-    if (wanted.has(o.partition) && BigInt(o.high) > BigInt(o.low)) remaining.set(o.partition, BigInt(o.high));
-  }
-  if (remaining.size === 0) return { ...stats, ms: Date.now() - t0 };
-
-  const groupId = `rollout-stream.restore.${randomUUID()}`;
-  const consumer = kafka.consumer({
-    groupId,
-    readUncommitted: false,
-    maxBytes,
-    maxBytesPerPartition: maxBytes,
-    maxWaitTimeInMs: 100,
-    allowAutoTopicCreation: false,
-  });
-  await consumer.connect();
-  try {
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      // Never hang a partition's start-up: a restore that makes no progress
-      // for two minutes fails, and the runner retries it with a fresh consumer.
-      let watchdog = setTimeout(() => reject(new Error(`restoring ${topic} made no progress for 120 s`)), 120_000);
-      const progressed = () => {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(() => reject(new Error(`restoring ${topic} made no progress for 120 s`)), 120_000);
-      };
-      const finish = () => {
-        clearTimeout(watchdog);
-        resolve();
-      };
-      const reached = (partition: number, lastOffset: string) => {
-        const end = remaining.get(partition);
-        if (end === undefined || BigInt(lastOffset) + 1n < end) return;
-        remaining.delete(partition);
-        if (remaining.size === 0) finish();
-      };
-      // A batch's last offset counts transaction markers and aborted records
-      // too, and batches holding only those never reach eachBatch but do end
-      // with this event: that is how a partition whose tail is a commit
-      // marker (always, for a transactional changelog) is seen to be done.
-      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
-        if (remaining.has(e.payload.partition)) progressed();
-        reached(e.payload.partition, e.payload.lastOffset);
-      });
-      // No shortcut on empty fetches: right after a broker restart fetches
-      // come back empty while leaders load, and finishing then would restore
-      // a partial state (rows lost from open groups). A stalled restore fails
-      // by the watchdog instead and is retried.
-      consumer
-        .run({
-          autoCommit: false,
-          eachBatch: async ({ batch }) => {
-            const end = remaining.get(batch.partition);
-            if (end === undefined) return;
-            progressed();
-            for (const m of batch.messages) {
-              if (BigInt(m.offset) >= end) break;
-              stats.records++;
-              stats.bytes += m.value?.length ?? 0;
-              await onRecord(batch.partition, { key: m.key?.toString('utf8') ?? '', value: m.value });
-            }
-            reached(batch.partition, batch.lastOffset());
-          },
-        })
-        .catch(reject);
-    });
-  } finally {
-    await consumer.disconnect();
-    await admin.deleteGroups([groupId]).catch(() => undefined);
+  // [low, high) of each own partition; with no open transaction on them (we
+  // hold their transactional ids), high is the stable end. The scan finishes
+  // only at those ends, never on an empty fetch: right after a broker restart
+  // fetches come back empty while leaders load, and stopping then would
+  // restore a partial state.
+  const ranges = (await partitionRanges(admin, topic, { kind: 'beginning' }, partitions)).filter((r) => BigInt(r.start) < BigInt(r.end));
+  if (ranges.length === 0) return { ...stats, ms: Date.now() - t0 };
+  const scan = await scanRanges(
+    kafka,
+    ranges,
+    async (r) => {
+      stats.records++;
+      stats.bytes += r.value?.length ?? 0;
+      await onRecord(r.partition, { key: r.key?.toString('utf8') ?? '', value: r.value });
+    },
+    { idleTimeoutMs: RESTORE_IDLE_MS, maxBytes, purpose: 'restore' },
+  );
+  if (!scan.complete) {
+    throw new RolloutStreamError('restore_stalled', `restoring ${topic} made no progress for ${RESTORE_IDLE_MS / 1000} s (unfinished: ${scan.unfinished.join(', ')})`);
   }
   return { ...stats, ms: Date.now() - t0 };
 }

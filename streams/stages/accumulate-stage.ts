@@ -15,6 +15,7 @@ import {
   type AccumulateResult,
 } from '../../processors/group-accumulator.js';
 import { ingestGymResult } from '../../processors/gym-ingest.js';
+import type { DeadLetterDecision, GymResult, RolloutRow } from '../../processors/types.js';
 import type { ResolvedIngestConfig } from '../../processors/ingest-config.js';
 import { encodeProgress } from './batch-progress.js';
 import { assembleGroupValue } from '../codecs/group-assembly.js';
@@ -160,6 +161,11 @@ class AccumulateProcessor implements PartitionProcessor {
         this.collect(out, accumulateBatchEnd(this.state, event.end, this.deps.config, nowMs), nowMs);
         continue;
       }
+      const keyProblem = rowKeyProblem(r.key, event);
+      if (keyProblem) {
+        out.deadLetters.push(deadLetterRecord(keyProblem, 'accumulate', [source], nowMs));
+        continue;
+      }
       this.sources.set(value, source);
       if (event.kind === 'row') {
         const input = { record: event.row, payload: value, identity: replayIdentity(value, event.row.produced_at) };
@@ -246,4 +252,25 @@ class AccumulateProcessor implements PartitionProcessor {
     }
     if (result.replays > 0) out.counters = { ...out.counters, idempotent_replays: (out.counters?.idempotent_replays ?? 0) + result.replays };
   }
+}
+
+/**
+ * A row is keyed by its group id: the key places it on its group's
+ * partition, where the group's other rows are judged. A row under another
+ * key (or none) would open a second, never-complete copy of its group on
+ * another partition, so it is rejected on its own (`invalid_row`).
+ */
+function rowKeyProblem(key: Buffer | null | undefined, event: { kind: 'row'; row: RolloutRow } | { kind: 'gym_result'; result: GymResult }): DeadLetterDecision | null {
+  const r = event.kind === 'row' ? event.row : event.result;
+  const got = key ? key.toString('utf8') : null;
+  if (got === r.group_id) return null;
+  return {
+    reason: 'invalid_row',
+    message: got === null ? `row ${r.row_index} of group ${r.group_id} has no record key (rows are keyed by their group id)` : `row ${r.row_index} of group ${r.group_id} has record key ${JSON.stringify(got.slice(0, 200))}, not its group id`,
+    group_id: r.group_id,
+    batch_id: r.batch_id,
+    row_indices: [r.row_index],
+    missing_row_indices: [],
+    payloads: [],
+  };
 }
