@@ -105,7 +105,7 @@ describe.each(SEEDS)('bad-input campaign, seed %i', (seed) => {
       const hit = (landed.get(recordId(r.key, r.value)) ?? []).find((h) => !h.used);
       const row = `${r.mutation} → ${hit ? hit.reason : '(accepted)'}`;
       table.set(row, (table.get(row) ?? 0) + 1);
-      if (hit && !r.mutation.startsWith('loadgen:')) wrong.push(`${r.mutation}: expected to be accepted, got ${hit.reason}`);
+      if (hit && !r.mutation!.startsWith('loadgen:')) wrong.push(`${r.mutation}: expected to be accepted, got ${hit.reason}`);
     }
     console.log(
       `bad-input campaign, seed ${seed}: ${bad.length} bad records, ${offlinePacked.size} groups packed\n` +

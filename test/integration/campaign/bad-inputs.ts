@@ -32,8 +32,11 @@
  *   [invalid_row: a row is keyed by its group id, or it would be judged on
  *   another partition than its group].
  * - JSON inside the record, replacing a row: `deep_json` (request nested
- *   2,000 deep) [no dead letter: accepted], `huge_number` (1e400 in
- *   full_result) [no dead letter], `long_string` (200 KB string in request)
+ *   2,000 deep) [no dead letter: accepted], `huge_number` (float64's largest
+ *   number in request) and `huge_number_text` (the text 1e400, which JSON
+ *   readers make Infinity) [no dead letter], `long_string` (200 KB string in
+ *   request), `deep_full_result`, `long_full_result`, `gym_deep_long` (a
+ *   NeMo-Gym result with deep and long JSON in gym_result) [no dead letter]
  *   [no dead letter], `duplicate_keys` (request text with a repeated key; the
  *   last wins, as in JSON.parse and Python's json) [no dead letter],
  *   `bad_json` (request text that is not JSON) [undecodable], `json_array`
@@ -49,7 +52,7 @@
  * (the broker refuses a value above `max.message.bytes` at the producer;
  * the publishers refuse it before sending, unit-tested).
  */
-import type { DeadLetterReason, GymResult, RolloutRow } from '../../../processors/types.js';
+import type { DeadLetterReason, GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
 import { generateEvents, gymResultFromRow, parseFaultSpec, Rng, type LoadgenEvent } from '../../../loadgen/index.js';
 import type { TopicCodec } from '../../../streams/codecs/codec.js';
 import { formatJsonLine } from '../../../json-form/form.js';
@@ -319,9 +322,30 @@ export async function buildCampaign(o: CampaignOptions): Promise<Campaign> {
   const rowLevelGroups = healthy.filter((g) => !groupLevelUsed.has(g));
   const replacingGroups = rowLevelGroups.filter((_, i) => i % 4 === 0);
   const otherGroups = rowLevelGroups.filter((_, i) => i % 4 !== 0);
+  const nested = (depth: number): JsonObject => {
+    let deep: JsonObject = { leaf: 1 };
+    for (let i = 0; i < depth; i++) deep = { n: deep };
+    return deep;
+  };
+  const replaceWith = (mutation: string, edit: (t: RolloutRow) => void) => (row: RolloutRow) => {
+    const t = clone(row);
+    edit(t);
+    push(before, row.group_id, bad(mutation, t, []));
+    drop.add(rowKey(row));
+  };
   const replacing: Array<(row: RolloutRow) => Promise<void> | void> = [
     ...rowMutations.slice(-3).map((m) => (row: RolloutRow) => m(row, byGroup.get(row.group_id)!)),
     textMutations[0]!,
+    (row) => spliceJson(row, 'huge_number_text', '{"big":1e400}', [], true),
+    replaceWith('deep_full_result', (t) => void (t.full_result = { ...t.full_result, deep: nested(2000) })),
+    replaceWith('long_full_result', (t) => void (t.full_result = { ...t.full_result, note: 'y'.repeat(200_000) })),
+    (row) => {
+      // The row sent as the NeMo-Gym result it came from, with deep and long JSON inside gym_result.
+      const g = clone(gymResultFromRow(row));
+      g.gym_result = { ...g.gym_result, deep: nested(2000), note: 'z'.repeat(100_000) };
+      push(before, row.group_id, { key: keyOf(row.group_id), group: row.group_id, value: o.codec.encode({ kind: 'gym_result', result: g }), mutation: 'gym_deep_long', expect: [], line: gymLine(g) });
+      drop.add(rowKey(row));
+    },
   ];
   const others: Array<(row: RolloutRow, group: RolloutRow[]) => Promise<void> | void> = [...rowMutations.slice(0, -3), ...textMutations.slice(1), ...gymMutations];
   let n = 0;
