@@ -1,0 +1,81 @@
+/**
+ * The seams between the runtime and a Kafka client library (issue 13 item
+ * 2): what the runtime needs from Kafka, in its own words. Offsets are
+ * decimal strings (they never pass through JS numbers). Every method throws
+ * a RolloutStreamError with a code of errors/codes.ts, never a client's
+ * class; only `streams/kafka/<client>/` knows a client library.
+ */
+import type { TxState } from './transaction-state.js';
+
+export type Offset = string;
+
+export interface OutgoingRecord {
+  topic: string;
+  /** Absent: the client's murmur2 partitioner places the record by key (Java's default). */
+  partition?: number;
+  key: string | Buffer | null;
+  value: Buffer | null;
+  headers?: Record<string, string | Buffer>;
+}
+
+/** Where an acknowledged record landed. */
+export interface RecordPosition {
+  topic: string;
+  partition: number;
+  offset: Offset;
+}
+
+export interface PartitionOffset {
+  topic: string;
+  partition: number;
+  offset: Offset;
+}
+
+/**
+ * A transactional producer for one transactional id, driven through an
+ * explicit state machine (transaction-state.ts): a call in the wrong state
+ * throws `transaction_state`; after `fenced` or `fatal_error` only `close`
+ * is allowed, and a new owner builds a new sink.
+ */
+export interface TransactionalSink {
+  readonly transactionalId: string;
+  readonly state: TxState;
+  /** InitProducerId: fences every earlier producer of the id and completes or aborts its open transaction. */
+  init(): Promise<void>;
+  begin(): Promise<void>;
+  /** Acknowledged positions, in input order. */
+  send(records: OutgoingRecord[]): Promise<RecordPosition[]>;
+  /** The input offsets to commit with this transaction (the next offset to read, per partition). */
+  sendOffsets(groupId: string, offsets: PartitionOffset[]): Promise<void>;
+  commit(): Promise<void>;
+  abort(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A non-transactional, idempotent producer (acks=all): publishers, replay, dead-letter redrive. */
+export interface IdempotentSink {
+  send(records: OutgoingRecord[]): Promise<RecordPosition[]>;
+  close(): Promise<void>;
+}
+
+export interface PartitionOffsets {
+  partition: number;
+  /** Log start offset. */
+  low: Offset;
+  /** High watermark: the next offset to be written. */
+  high: Offset;
+}
+
+export interface KafkaAdmin {
+  /** Partitions of `topic`; throws `unknown_topic` when it does not exist. */
+  partitionCount(topic: string): Promise<number>;
+  listTopics(): Promise<string[]>;
+  topicOffsets(topic: string): Promise<PartitionOffsets[]>;
+  /** Per partition, the first offset whose record timestamp is ≥ `timeMs` (the high watermark when none). */
+  offsetsForTime(topic: string, timeMs: number): Promise<Map<number, Offset>>;
+  /** The group's committed offsets on `topic`; a partition without one is absent. */
+  committedOffsets(groupId: string, topic: string): Promise<Map<number, Offset>>;
+  /** Number of brokers in the cluster now. */
+  brokerCount(): Promise<number>;
+  close(): Promise<void>;
+}
