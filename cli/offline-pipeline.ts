@@ -4,6 +4,12 @@
  * The same pure processors as the Kafka stages do the work; this module only
  * routes records between them and turns bad input into dead letters.
  *
+ * It agrees with the Kafka stages on errors: a processor's dead-letter
+ * decisions and pack's `PackError` are dead letters; any other exception
+ * (a bug) follows `runtime.poison.policy` without retries (nothing here
+ * could make a second try differ): `dead-letter` writes it at once as
+ * `processing_error`, `stop` ends the run with a non-zero exit.
+ *
  * Offline time stands still (now = 0): nothing times out, a BatchEnd with a
  * zero grace closes its batch at once, and end of input acts as BatchEnd for
  * every open batch with the grace elapsed. Batch metrics are written at end
@@ -22,6 +28,8 @@ import {
 import { ingestGymResult } from '../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { packGroup } from '../processors/pack.js';
+import { PackError } from '../processors/pack-error.js';
+import { RolloutStreamError } from '../errors/index.js';
 import {
   computeBatchMetrics,
   postprocessGroup,
@@ -190,6 +198,7 @@ export class OfflinePipeline {
     try {
       result = postprocessGroup(group, this.postprocessConfig);
     } catch (e) {
+      this.unexpected('postprocess', group, e);
       this.deadLetter(groupLetter(group, 'processing_error', `postprocess failed: ${(e as Error).message}`));
       return;
     }
@@ -215,11 +224,19 @@ export class OfflinePipeline {
     try {
       packed = packGroup(group, this.config.pack);
     } catch (e) {
+      if (!(e instanceof PackError)) this.unexpected('pack', group, e);
       this.deadLetter(groupLetter(group, 'processing_error', `pack failed: ${(e as Error).message}`));
       return;
     }
     this.counts.packed += 1;
     this.emit({ kind: 'packed', packed });
+  }
+
+  /** An exception that is no decision: under `runtime.poison.policy: stop` it ends the run (thrown), else the caller dead-letters it. */
+  private unexpected(stage: string, group: { group_id: string }, e: unknown): void {
+    if (this.config.runtime.poison.policy !== 'stop') return;
+    const what = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    throw new RolloutStreamError('processing_error', `offline ${stage} failed on group ${group.group_id}: ${what} (runtime.poison.policy is stop)`, { cause: e });
   }
 
   private deadLetter(d: DeadLetterDecision): void {

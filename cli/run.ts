@@ -2,6 +2,7 @@
 import { kafkaCrcImplementation } from '../streams/kafka/kafkajs/client.js';
 import { loadConfig } from '../config/load.js';
 import { startPipeline } from '../streams/runtime/pipeline.js';
+import { parseFault } from '../streams/runtime/faults.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
 const STAGES = ['accumulate', 'postprocess', 'pack'] as const;
@@ -54,7 +55,15 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
       quiet: { type: 'boolean' },
       fused: { type: 'boolean' },
       separate: { type: 'boolean' },
+      // Hidden, test-only: arms a fault-injection point (streams/runtime/faults.ts).
+      fault: { type: 'string', multiple: true },
     });
+    let faults;
+    try {
+      faults = (values.fault ?? []).map(parseFault);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
     const overrides: Array<[string[], unknown]> = [];
     if (values.prefix !== undefined) overrides.push([['topics', 'prefix'], values.prefix]);
     if (values.stages !== undefined) overrides.push([['runtime', 'stages'], values.stages.split(',').map((s) => s.trim())]);
@@ -69,13 +78,13 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
     const { config, configDir } = loadConfig({ file: values.config, overrides });
     const stages = STAGES.filter((s) => config.runtime.stages.includes(s));
     const log = logger(values.quiet ?? false);
-    const pipeline = await startPipeline({ config, configDir, stages, log });
+    const pipeline = await startPipeline({ config, configDir, stages, log, faults });
     log.info(
       `running ${stages.join(', ')}${pipeline.fused ? ' fused (one transaction per batch)' : ''} on ${config.kafka.brokers.join(',')} (prefix '${config.topics.prefix}')` +
         (pipeline.server ? `; metrics on http://127.0.0.1:${config.runtime.metrics_port}/metrics` : '') +
         `; record-batch CRC-32C: ${kafkaCrcImplementation}`,
     );
-    await new Promise<void>((resolve) => {
+    const signalled = new Promise<void>((resolve) => {
       const stop = (signal: string) => {
         log.info(`${signal}: stopping (finishing the transaction in progress, leaving the groups)`);
         resolve();
@@ -83,8 +92,12 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
+    // A fatal error (error policy: authorization, a restore that keeps failing, ...) stops every stage; main prints it in one line and exits 1.
+    const fatal = await Promise.race([signalled.then(() => null), pipeline.failed]);
+    if (fatal) log.error(`stopping: fatal error in a stage: [${fatal.code}] ${fatal.message}`);
     await pipeline.stop();
     log.info('stopped');
+    if (fatal) throw fatal;
     return 0;
   },
 };

@@ -162,6 +162,20 @@ export const runtimeConfigSchema = z.strictObject({
   session_timeout_ms: z.number().int().min(6_000).default(30_000),
   /** A stage that is behind on its input and has committed nothing for this long logs a warning (checked every 5 s). */
   stall_warn_ms: z.number().int().min(1_000).default(30_000),
+  /**
+   * A record a stage keeps throwing on (an exception, not a dead-letter
+   * decision): after `attempts` failures, `backoff_ms` apart and doubling,
+   * `dead-letter` writes it as a `processing_error` dead letter and goes on;
+   * `stop` pauses its partition and /healthz answers 503 `stopped_by_policy`.
+   */
+  poison: nullable(
+    z.strictObject({
+      policy: z.enum(['dead-letter', 'stop']).default('dead-letter'),
+      attempts: z.number().int().min(1).max(100).default(3),
+      backoff_ms: z.number().int().min(0).max(600_000).default(1_000),
+    }),
+    {},
+  ),
 });
 
 export const configSchema = z.strictObject({
@@ -185,3 +199,4 @@ export type PackConfig = z.output<typeof packConfigSchema>;
 export type KafkaConfig = z.output<typeof kafkaConfigSchema>;
 export type TopicsConfig = z.output<typeof topicsConfigSchema>;
 export type RuntimeConfig = z.output<typeof runtimeConfigSchema>;
+export type PoisonConfig = RuntimeConfig['poison'];

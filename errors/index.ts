@@ -1,17 +1,30 @@
 /**
- * Errors with stable string codes (STYLE.md). Per-record problems are not
- * errors: they are dead-letter decisions returned as values. These classes
- * are for what stops a process: bad configuration, broken invariants.
+ * Errors with stable string codes (STYLE.md; every code and its kind is in
+ * `codes.ts`). Per-record problems are not errors: they are dead-letter
+ * decisions returned as values. These classes are for what a processor or
+ * the runtime cannot decide about a record, and for what stops a process:
+ * bad configuration, broken invariants.
  */
+import { ERROR_CODES, type ErrorCode, type ErrorKind } from './codes.js';
+
+export { DEAD_LETTER_REASONS, ERROR_CODES, isErrorCode, kindOfCode } from './codes.js';
+export type { CodeOfKind, DeadLetterCode, ErrorCode, ErrorKind } from './codes.js';
+
 export class RolloutStreamError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
+  /** Worth retrying as it is (a registry that timed out); a transient code is retriable whatever this says. */
   readonly retriable: boolean;
 
-  constructor(code: string, message: string, options: { cause?: unknown; retriable?: boolean } = {}) {
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; retriable?: boolean } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
-    this.retriable = options.retriable ?? false;
+    this.retriable = options.retriable ?? ERROR_CODES[code] === 'transient';
+  }
+
+  /** What the runtime does about this error (codes.ts). */
+  get kind(): ErrorKind {
+    return this.retriable ? 'transient' : ERROR_CODES[this.code];
   }
 }
 

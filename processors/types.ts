@@ -8,6 +8,7 @@
  * (`request`, `full_result`, `agent_ref`) is carried parsed here; the codec
  * turns it into a JSON string on the wire.
  */
+import type { DeadLetterCode } from '../errors/codes.js';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -194,25 +195,8 @@ export interface PackedGroup {
   fields: PackedField[];
 }
 
-/** Machine-readable dead-letter reasons (SPEC §3, §4, runtime). */
-export type DeadLetterReason =
-  | 'row_index_type'
-  | 'row_index_out_of_range'
-  | 'duplicate_row_index'
-  | 'inconsistent_group'
-  | 'mixed_agents'
-  | 'task_index_mismatch'
-  | 'nan_logprobs'
-  | 'undecodable'
-  | 'incomplete_group'
-  | 'invalid_row'
-  | 'group_already_closed'
-  | 'record_too_large'
-  | 'reward_components_mismatch'
-  | 'unsupported_roles'
-  | 'processing_error'
-  | 'non_contiguous_tokens'
-  | 'no_generation_data';
+/** Machine-readable dead-letter reasons (SPEC §3, §4, runtime): the poison codes listed in errors/codes.ts. */
+export type DeadLetterReason = DeadLetterCode;
 
 /**
  * A dead-letter decision as a value, never an exception. `payloads` holds the

@@ -58,6 +58,13 @@ export interface PartitionProcessor {
   tick?(nowMs: number): Promise<StageOutput>;
   /** Gauges for /metrics (e.g. open groups). */
   gauges?(): Record<string, number>;
+  /**
+   * The runtime dead-letters `record` as `processing_error` (its processing
+   * kept throwing: runtime.poison); what the stage writes besides, in the
+   * same transaction, so others waiting on the record hear of it (e.g.
+   * postprocess's `group_failed` progress for batch metrics). Best effort.
+   */
+  poisoned?(record: InputRecord, nowMs: number): Promise<StageOutput>;
 }
 
 export interface Stage {

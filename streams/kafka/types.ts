@@ -79,3 +79,56 @@ export interface KafkaAdmin {
   brokerCount(): Promise<number>;
   close(): Promise<void>;
 }
+
+export interface FetchedRecord {
+  topic: string;
+  partition: number;
+  offset: Offset;
+  /** Epoch ms. */
+  timestamp: number;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, Buffer>;
+}
+
+/** One partition's fetched records (read_committed: aborted data and control records removed). */
+export interface FetchedBatch {
+  topic: string;
+  partition: number;
+  records: FetchedRecord[];
+  highWatermark: Offset;
+}
+
+export interface RebalanceListener {
+  /** Partitions this member was given, before any batch of them is polled. */
+  onAssigned(partitions: number[]): Promise<void>;
+  /** Partitions taken away (advisory with kafkajs, which reports after the new generation formed: fencing keeps it safe). */
+  onRevoked(partitions: number[]): Promise<void>;
+  /** The membership is gone for good (the client will not rejoin by itself). */
+  onLost(error: unknown): void;
+}
+
+/**
+ * A member of a consumer group, pulled by the runtime's loop (the Kafka
+ * Streams StreamThread's poll): each partition has at most one batch out at a
+ * time, and fetches again only after `release`.
+ */
+export interface GroupSource {
+  start(listener: RebalanceListener): Promise<void>;
+  /** The batches fetched so far, waiting up to `maxWaitMs` for the first one; [] when none came. */
+  poll(maxWaitMs: number): Promise<FetchedBatch[]>;
+  /**
+   * Hands a batch back. `next` is the next offset to fetch on its partition
+   * (past what was processed and committed); null means "nothing of it was
+   * consumed": its first record is fetched again.
+   */
+  release(batch: FetchedBatch, next: Offset | null): void;
+  /** False once a rebalance took the batch's partition away (its records may be someone else's now). */
+  isCurrent(batch: FetchedBatch): boolean;
+  /** Next fetch of `partition` starts at `offset` (takes effect after its outstanding batch is released). */
+  seek(partition: number, offset: Offset): void;
+  pause(partitions: number[]): void;
+  resume(partitions: number[]): void;
+  assignment(): ReadonlySet<number>;
+  stop(): Promise<void>;
+}

@@ -39,9 +39,10 @@ export class RuntimeMetrics {
   readonly restoreSeconds = new Histogram({ name: `${P}restore_seconds`, help: 'State restore time', labelNames: ['stage'], registers: [this.registry] });
   readonly consumerLag = new Gauge({ name: `${P}consumer_lag_records`, help: 'Records behind the end of the input topic', labelNames: ['stage'], registers: [this.registry] });
   readonly openGroups = new Gauge({ name: `${P}open_groups`, help: 'Groups waiting for rows (accumulate)', registers: [this.registry] });
+  readonly openBatches = new Gauge({ name: `${P}open_batches`, help: 'Batches the batch-metrics aggregator holds open (waiting for their groups and partitions)', registers: [this.registry] });
 }
 
-/** Serves /metrics and /healthz on 127.0.0.1:`port` (0 = off). `healthy` decides the /healthz status. */
+/** Serves /metrics and /healthz on 127.0.0.1:`port` (0 = off). `healthy` decides the /healthz status (200 or 503) and body. */
 export function serveMetrics(metrics: RuntimeMetrics, port: number, healthy: () => { ok: boolean; detail: unknown }): Promise<Server | null> {
   if (port === 0) return Promise.resolve(null);
   const server = createServer((req, res) => {

@@ -1,7 +1,8 @@
 /**
  * One assigned input partition of one stage: its transactional producer
  * (transactional id = <group>.<topic>.<partition>, so whoever owns the
- * partition next fences this one on `connect`), its processor with restored
+ * partition next fences this one with the InitProducerId of its first
+ * transaction), its processor with restored
  * state, and a mutex that serializes batches and timer ticks.
  *
  * A task is disposable: after any failure inside a transaction it is closed
@@ -41,7 +42,7 @@ export class PartitionTask {
     });
   }
 
-  /** Connects the producer; for a transactional producer this fences any previous owner. */
+  /** Connects the producer (kafkajs fences a previous owner only at the first transaction's InitProducerId: the runner opens an empty one). */
   async open(): Promise<void> {
     await this.producer.connect();
   }

@@ -1,7 +1,8 @@
 /**
  * Assembles the stage services of one process from the configuration:
  * codecs (schemas registered), stages, one StageRunner per stage, the
- * /metrics endpoint, and graceful shutdown.
+ * /metrics and /healthz endpoint (health.ts: 503 while a runner is stalled,
+ * fenced, stopped by the poison policy or failed), and graceful shutdown.
  */
 import type { Server } from 'node:http';
 import type { Config } from '../../config/schema.js';
@@ -14,6 +15,8 @@ import { firstUndrained } from './fused-drain.js';
 import { createKafka } from '../kafka/kafkajs/client.js';
 import { createRegistry } from '../codecs/schema-registry.js';
 import { RuntimeMetrics, serveMetrics } from './metrics.js';
+import { withFaults, type Fault } from './faults.js';
+import { healthReport } from './health.js';
 import type { Stage, StageName } from '../api/stage.js';
 import { StageRunner, type Logger } from './stage-runner.js';
 import { accumulateStage } from '../stages/accumulate-stage.js';
@@ -32,6 +35,8 @@ export interface PipelineOptions {
   metricsPort?: number;
   /** Overrides config.runtime.fused ('auto': fused when all three stages run here). */
   fused?: boolean | 'auto';
+  /** Test-only fault-injection points (faults.ts; `run --fault`). */
+  faults?: Fault[];
 }
 
 export interface RunningPipeline {
@@ -40,6 +45,8 @@ export interface RunningPipeline {
   runners: StageRunner[];
   metrics: RuntimeMetrics;
   server: Server | null;
+  /** Settles with the first fatal error of any runner (the process should stop, non-zero exit); never rejects. */
+  failed: Promise<RolloutStreamError>;
   stop(): Promise<void>;
 }
 
@@ -169,6 +176,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
   const mode = await checkMode(config, o.stages, fused);
+  let reportFatal!: (e: RolloutStreamError) => void;
+  const failed = new Promise<RolloutStreamError>((resolve) => (reportFatal = resolve));
   const byName = new Map<StageName, Stage>();
   for (const name of o.stages) {
     if (name === 'accumulate') {
@@ -212,6 +221,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       );
     }
   }
+  for (const [name, stage] of byName) byName.set(name, withFaults(stage, o.faults ?? []));
   // One runner per stage; fused: one runner for the chain, batch metrics on its own.
   const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused
     ? [
@@ -234,6 +244,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       transactionTimeoutMs: config.runtime.transaction_timeout_ms,
       sessionTimeoutMs: config.runtime.session_timeout_ms,
       stallWarnMs: config.runtime.stall_warn_ms,
+      poison: config.runtime.poison,
+      onFatal: reportFatal,
       metrics,
       log: o.log,
       ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
@@ -254,18 +266,27 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   }
   const gaugeTimer = setInterval(() => {
     let open = 0;
-    for (const r of runners) open += r.gauges().open_groups ?? 0;
+    let batches = 0;
+    for (const r of runners) {
+      const g = r.gauges();
+      open += g.open_groups ?? 0;
+      batches += g.open_batches ?? 0;
+    }
     metrics.openGroups.set(open);
+    metrics.openBatches.set(batches);
   }, 1000);
-  const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () => ({
-    ok: true,
-    detail: { stages: runners.flatMap((r) => r.stageNames), fused },
-  }));
+  const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () =>
+    healthReport(
+      runners.map((r) => r.healthState()),
+      { stages: runners.flatMap((r) => r.stageNames), fused },
+    ),
+  );
   return {
     fused,
     runners,
     metrics,
     server,
+    failed,
     async stop() {
       clearInterval(gaugeTimer);
       await Promise.all(runners.map((r) => r.stop()));

@@ -9,6 +9,14 @@
  * whatever the previous owner left open; (2) restore the changelog (stable now,
  * only this id writes it); (3) read the committed input offset (stable too)
  * and seek there if the consumer's position differs; (4) process.
+ *
+ * Failures follow the one error policy (error-policy.ts, errors/codes.ts):
+ * fatal errors stop the runner (health `failed`, `onFatal`); a processor's
+ * exception is counted per record (the runner outlives the rebuilt task),
+ * the partition replayed one record per transaction to isolate it, and after
+ * `runtime.poison.attempts` the record is dead-lettered as `processing_error`
+ * or its partition stopped; anything else drops the task and rebuilds it
+ * with backoff. The runner's state for /healthz is in `health` (health.ts).
  */
 import type { Admin, Consumer, EachBatchPayload, Kafka, Message, Transaction } from 'kafkajs';
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
@@ -19,8 +27,14 @@ import { scanRanges, unconsumedRanges, type PartitionRange } from '../ops/topic-
 import { compressionType, type CompressionName } from '../kafka/kafkajs/compression.js';
 import { PartitionTask } from './partition-task.js';
 import type { RuntimeMetrics } from './metrics.js';
-import { type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
+import { emptyOutput, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
 import { splitBySize } from './transaction-writer.js';
+import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
+import { isTransientKafkaError } from '../kafka/kafkajs/errors.js';
+import { AttemptBook, classify, describeError, processingErrorLetter, ProcessingFailure, recordId, retryDelayMs, type PoisonPolicy } from './error-policy.js';
+import { HealthTracker, type RunnerHealth } from './health.js';
+
+export { isTransientKafkaError } from '../kafka/kafkajs/errors.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -56,7 +70,20 @@ export interface StageRunnerOptions {
    * started later begin exactly where the fused steps stopped.
    */
   downstream?: Array<{ stage: Stage; groupId: string }>;
+  /** What to do with a record whose processing keeps throwing (runtime.poison; default: dead-letter after 3 attempts, 1 s backoff). */
+  poison?: PoisonPolicy;
+  /** Called once when the runner hits a fatal error (the process should stop with a non-zero exit). */
+  onFatal?: (e: RolloutStreamError) => void;
 }
+
+/** How a chain node runs in one transaction: record by record (isolating), and the failing records dead-lettered in it. */
+interface NodeContext {
+  isolate: boolean;
+  settled: string[];
+}
+
+/** `isolating` mark of a partition whose timer tick failed downstream: no input range, the next tick and batch go record by record. */
+const TICK_ISOLATION = -1n;
 
 /** What one transaction will count in /metrics once it committed. */
 interface StepTally {
@@ -66,33 +93,10 @@ interface StepTally {
   deadLetters: DeadLetterRecord[];
 }
 
-const FENCED = /PRODUCER_FENCED|INVALID_PRODUCER_EPOCH|INVALID_PRODUCER_ID_MAPPING|TRANSACTIONAL_ID_AUTHORIZATION/;
 /** Start-up steps (connect, join) taking longer than this are reported, and again at each multiple. */
 const SLOW_START_WARN_MS = 15_000;
 /** A stage with lag that has committed nothing for this long is reported as stalled (then at most this often). */
 const STALL_WARN_MS_DEFAULT = 30_000;
-
-const TRANSIENT_ERROR_NAMES = new Set([
-  'KafkaJSNumberOfRetriesExceeded',
-  'KafkaJSConnectionError',
-  'KafkaJSConnectionClosedError',
-  'KafkaJSRequestTimeoutError',
-  'KafkaJSNoBrokerAvailableError',
-  'KafkaJSBrokerNotFound',
-]);
-
-/**
- * Whether a Kafka error is worth retrying: kafkajs marks protocol and network
- * errors `retriable`; "number of retries exceeded" wraps a retriable cause
- * (kafkajs restarts its own consumer on it too). Authorization, bad config
- * and our own programming errors are not.
- */
-export function isTransientKafkaError(e: unknown): boolean {
-  for (let c = e as { name?: string; retriable?: boolean; cause?: unknown } | undefined, depth = 0; c && depth < 8; c = c.cause as typeof c, depth++) {
-    if (c.retriable === true || (c.name !== undefined && TRANSIENT_ERROR_NAMES.has(c.name))) return true;
-  }
-  return false;
-}
 
 /** Start-up retries a transient failure after this long, doubling up to START_RETRY_MAX_MS. */
 const START_RETRY_MS = 1_000;
@@ -111,10 +115,24 @@ export class StageRunner {
   /** When this runner last committed a transaction (or started). */
   private lastProgressAt = Date.now();
   private lastStallWarnAt = 0;
+  /** This runner's state for /healthz. */
+  readonly health: HealthTracker;
+  /** Failures per record (error policy): kept by the runner, so they outlive the rebuilt tasks. */
+  private readonly attempts: AttemptBook;
+  /** Partition → last offset of a batch that failed in a processor: replayed one record per transaction up to there. */
+  private readonly isolating = new Map<number, bigint>();
+  /** Partitions paused by `runtime.poison.policy: stop`. */
+  private readonly stoppedParts = new Set<number>();
+  /** Consecutive failed transactions per partition (not counting poison), for the backoff. */
+  private readonly failures = new Map<number, number>();
+  /** Consecutive restores a processor threw in. */
+  private restoreFailures = 0;
 
   constructor(private readonly o: StageRunnerOptions) {
     this.consumer = this.newConsumer();
     this.admin = o.kafka.admin();
+    this.attempts = new AttemptBook(o.poison ?? { policy: 'dead-letter', attempts: 3, backoff_ms: 1_000 });
+    this.health = new HealthTracker(this.stageName, o.stallWarnMs ?? STALL_WARN_MS_DEFAULT);
   }
 
   private newConsumer(): Consumer {
@@ -156,6 +174,30 @@ export class StageRunner {
     const interval = this.o.tickIntervalMs ?? 1000;
     this.ticker = setInterval(() => void this.tickAll(), interval);
     this.lagTimer = setInterval(() => void this.measureLag(), 5000);
+    this.health.started();
+  }
+
+  /** The runner's health state now (see health.ts). */
+  healthState(): RunnerHealth {
+    return this.health.snapshot();
+  }
+
+  /**
+   * A fatal error: this runner processes nothing more, /healthz says
+   * `failed`, and the owner is told once (it stops the process, non-zero exit).
+   * `e` keeps its code when it is ours and fatal; otherwise it becomes `code`.
+   */
+  private failFatal(e: unknown, code: CodeOfKind<'fatal'>, context: string): void {
+    if (this.health.isFailed || this.stopping) return;
+    const c = classify(e);
+    const fatal =
+      e instanceof RolloutStreamError && e.kind === 'fatal'
+        ? e
+        : new RolloutStreamError(c.kind === 'fatal' ? c.code : code, `${this.stageName}: ${context}: ${describeError(e)}`, { cause: e });
+    this.health.fail(`[${fatal.code}] ${fatal.message}`);
+    this.o.log.error(`${this.stageName}: fatal [${fatal.code}]: ${fatal.message}`);
+    void this.dropAllTasks();
+    this.o.onFatal?.(fatal);
   }
 
   private async startConsumer(): Promise<void> {
@@ -195,8 +237,10 @@ export class StageRunner {
     await this.dropAllTasks();
     this.assigned = new Set();
     await this.renewConsumer();
-    await this.retryTransient('restarting the consumer', () => this.startConsumer(), { retryAll: true }).catch((e: Error) => {
+    // The start-up rule: transient errors are retried, anything else is fatal (not a loop).
+    await this.retryTransient('restarting the consumer', () => this.startConsumer()).catch((e: Error) => {
       this.o.log.error(`${this.stageName}: could not restart the consumer: ${e.message}`);
+      this.failFatal(e, 'consumer_failed', 'could not restart the consumer');
     });
   }
 
@@ -210,10 +254,10 @@ export class StageRunner {
   /**
    * Runs `fn` until it succeeds. After a failure the consumer is replaced by
    * a new one (a half-started kafkajs consumer is not reused) and `fn` runs
-   * again after a backoff, if the error is transient (`retryAll`: any error)
-   * and the runner is not stopping.
+   * again after a backoff, if the error is transient and the runner is not
+   * stopping.
    */
-  private async retryTransient(what: string, fn: () => Promise<void>, opts: { retryAll?: boolean } = {}): Promise<void> {
+  private async retryTransient(what: string, fn: () => Promise<void>): Promise<void> {
     for (let attempt = 1, wait = START_RETRY_MS; ; attempt++, wait = Math.min(wait * 2, START_RETRY_MAX_MS)) {
       try {
         await fn();
@@ -221,7 +265,7 @@ export class StageRunner {
         return;
       } catch (e) {
         await this.renewConsumer();
-        if (this.stopping || !(opts.retryAll || isTransientKafkaError(e))) throw e;
+        if (this.stopping || !isTransientKafkaError(e)) throw e;
         this.o.log.warn(`${this.stageName}: ${what} failed (attempt ${attempt}): ${(e as Error).message}; retrying in ${wait / 1000} s`);
         await sleep(wait);
         if (this.stopping) throw e;
@@ -254,16 +298,25 @@ export class StageRunner {
       // A transactional writer leaves a commit marker after its records: one
       // unconsumed offset may be only that; two or more hold a record.
       let behind = false;
+      const behindOn: number[] = [];
       for (const r of await unconsumedRanges(this.admin, this.o.stage.inputTopic, this.o.groupId)) {
         if (!this.assigned.has(r.partition)) continue;
         const n = BigInt(r.end) - BigInt(r.start);
         lag += n;
-        if (n >= 2n) behind = true;
+        if (n >= 2n) {
+          behind = true;
+          behindOn.push(r.partition);
+        }
       }
       this.o.metrics.consumerLag.set({ stage: this.stageName }, Number(lag));
       const now = Date.now();
       const stallMs = this.o.stallWarnMs ?? STALL_WARN_MS_DEFAULT;
-      if (behind && now - this.lastProgressAt > stallMs && now - this.lastStallWarnAt > stallMs) {
+      const stalled = behind && now - this.lastProgressAt > stallMs;
+      this.health.setStalled(
+        stalled ? `${lag} input records behind and nothing committed for ${Math.round((now - this.lastProgressAt) / 1000)} s` : null,
+        behindOn.sort((a, b) => a - b),
+      );
+      if (stalled && now - this.lastStallWarnAt > stallMs) {
         this.lastStallWarnAt = now;
         const tasks = [...this.tasks.values()].map((t) => `${t.partition}${t.closed ? ' closed' : ''}`);
         this.o.log.warn(
@@ -279,6 +332,7 @@ export class StageRunner {
   /** Graceful stop: finish the transaction in progress, leave the group, close producers. */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.health.stopping();
     if (this.ticker) clearInterval(this.ticker);
     if (this.lagTimer) clearInterval(this.lagTimer);
     await this.consumer.disconnect().catch(() => undefined);
@@ -296,7 +350,17 @@ export class StageRunner {
   }
 
   private async onAssignment(parts: Set<number>): Promise<void> {
+    const before = this.assigned;
     this.assigned = parts;
+    for (const p of before) {
+      if (parts.has(p)) continue;
+      // Whatever was wrong with it is the next owner's to count and report.
+      this.health.released(p);
+      this.stoppedParts.delete(p);
+      this.isolating.delete(p);
+      this.failures.delete(p);
+      this.attempts.clearPartition(this.o.stage.name, p);
+    }
     for (const [p, task] of this.tasks) {
       if (!parts.has(p)) {
         this.tasks.delete(p);
@@ -321,7 +385,7 @@ export class StageRunner {
     this.preparing = true;
     setTimeout(() => {
       this.preparing = false;
-      const missing = [...this.assigned].find((p) => !this.tasks.has(p));
+      const missing = [...this.assigned].find((p) => !this.tasks.has(p) && !this.stoppedParts.has(p));
       if (missing === undefined || this.stopping) return;
       this.taskFor(missing).catch((e: Error) => {
         this.o.log.warn(`${this.stageName}: preparing partitions failed: ${e.message}; retrying`);
@@ -349,7 +413,7 @@ export class StageRunner {
     for (;;) {
       const existing = this.tasks.get(partition);
       if (existing) return existing;
-      if (!this.assigned.has(partition) || this.stopping) return null;
+      if (!this.assigned.has(partition) || this.stopping || this.stoppedParts.has(partition) || this.health.isFailed) return null;
       // Restore all not-yet-restored assigned partitions in one changelog pass.
       if (!this.restoring) this.restoring = this.createTasks().finally(() => (this.restoring = null));
       await this.restoring;
@@ -357,19 +421,51 @@ export class StageRunner {
   }
 
   private async createTasks(): Promise<void> {
-    const parts = [...new Set([...this.assigned].filter((p) => !this.tasks.has(p)))];
+    const parts = [...new Set([...this.assigned].filter((p) => !this.tasks.has(p) && !this.stoppedParts.has(p)))];
     const fresh: PartitionTask[] = [];
+    this.health.restoring(true);
     try {
       await this.openAndRestore(parts, fresh);
     } catch (e) {
       // Half-built tasks hold connected producers: close them before the retry builds new ones.
       await Promise.all(fresh.map((t) => t.close()));
+      this.noteRestoreFailure(e, parts);
       throw e;
+    } finally {
+      this.health.restoring(false);
     }
+    this.restoreFailures = 0;
     for (const t of fresh) {
       // A rebalance during the restore may have taken the partition away.
-      if (this.assigned.has(t.partition) && !this.stopping) this.tasks.set(t.partition, t);
-      else await t.close();
+      if (this.assigned.has(t.partition) && !this.stopping) {
+        this.tasks.set(t.partition, t);
+        this.health.rebuilt(t.partition);
+      } else await t.close();
+    }
+  }
+
+  /**
+   * A restore the cluster interrupted is retried as long as it takes; one in
+   * which a processor threw (a changelog it cannot apply) would throw again
+   * every time: after `runtime.poison.attempts` of those in a row it is fatal
+   * (`restore_failed`). An authorization failure is fatal at once.
+   */
+  private noteRestoreFailure(e: unknown, parts: number[]): void {
+    const c = classify(e);
+    if (c.kind === 'fatal') {
+      this.failFatal(e, 'restore_failed', `restoring partitions [${parts.join(',')}]`);
+      return;
+    }
+    if (c.kind !== 'poison') return;
+    this.restoreFailures += 1;
+    const limit = this.attempts.policy.attempts;
+    this.o.log.warn(`${this.stageName}: restoring partitions [${parts.join(',')}] failed (attempt ${this.restoreFailures} of ${limit}): ${describeError((e as ProcessingFailure).cause)}`);
+    if (this.restoreFailures >= limit) {
+      this.failFatal(
+        new RolloutStreamError('restore_failed', `${this.stageName}: restoring partitions [${parts.join(',')}] failed ${this.restoreFailures} times: ${describeError((e as ProcessingFailure).cause)}`, { cause: e }),
+        'restore_failed',
+        'restore',
+      );
     }
   }
 
@@ -394,14 +490,26 @@ export class StageRunner {
     const { changelogTopic } = this.o.stage;
     if (changelogTopic && fresh.length > 0) {
       const byPartition = new Map(fresh.map((t) => [t.partition, t]));
+      // A processor that cannot apply a record is told apart from the cluster
+      // failing the read (error policy): its first exception ends the restore
+      // as a ProcessingFailure once the read is done.
+      let applyError: ProcessingFailure | null = null;
       const stats = await restoreChangelog(
         this.o.kafka,
         this.admin,
         changelogTopic,
         [...byPartition.keys()],
-        (p, record) => byPartition.get(p)!.processor.restore!(record),
+        async (p, record) => {
+          if (applyError) return;
+          try {
+            await byPartition.get(p)!.processor.restore!(record);
+          } catch (e) {
+            applyError = new ProcessingFailure(this.o.stage.name, [], e);
+          }
+        },
         this.o.maxInflightBytes,
       );
+      if (applyError) throw applyError;
       this.o.log.info(
         `${this.stageName}: restored partitions [${[...byPartition.keys()].join(',')}] from ${changelogTopic}: ` +
           `${stats.records} records, ${(stats.bytes / 1e6).toFixed(1)} MB in ${stats.ms} ms`,
@@ -430,7 +538,8 @@ export class StageRunner {
       partitions,
     );
     if (left !== null) {
-      throw new Error(
+      throw new RolloutStreamError(
+        'partition_not_drained',
         `${left} holds records its separate stage has not processed; the fused runner takes a partition over only once ` +
           `it is drained (start it alone: it drains first; or run the separate stages until their lag is 0)`,
       );
@@ -469,12 +578,17 @@ export class StageRunner {
           m.set(r.offset, Buffer.from(r.value));
         }
       });
-      if (!scan.complete) throw new Error(`reading back pending rows from ${this.o.stage.inputTopic} stalled on ${scan.unfinished.join(', ')}`);
+      if (!scan.complete) throw new RolloutStreamError('restore_stalled', `reading back pending rows from ${this.o.stage.inputTopic} stalled on ${scan.unfinished.join(', ')}`);
       this.o.log.info(`${this.stageName}: read back ${scan.records} input records for ${[...needs.values()].reduce((n, x) => n + x.size, 0)} pending rows in ${Date.now() - t0} ms`);
     }
     for (const t of fresh) {
       if (!t.processor.finishRestore) continue;
-      const { missing } = await t.processor.finishRestore(found.get(t.partition) ?? new Map());
+      let missing: number;
+      try {
+        ({ missing } = await t.processor.finishRestore(found.get(t.partition) ?? new Map()));
+      } catch (e) {
+        throw new ProcessingFailure(this.o.stage.name, [], e);
+      }
       if (missing > 0) {
         this.o.log.warn(
           `${this.stageName}: partition ${t.partition}: ${missing} pending rows are no longer in ${this.o.stage.inputTopic} ` +
@@ -491,7 +605,11 @@ export class StageRunner {
   }
 
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    if (this.stopping || batch.messages.length === 0) return;
+    if (this.stopping || this.health.isFailed || batch.messages.length === 0) return;
+    if (this.stoppedParts.has(batch.partition)) {
+      this.pause(batch.partition); // a rebalance may have resumed it
+      return;
+    }
     let task: PartitionTask | null;
     try {
       task = await this.taskFor(batch.partition);
@@ -521,58 +639,223 @@ export class StageRunner {
         value: (m.value as Buffer | null) ?? null,
         timestamp: Number(m.timestamp),
       }));
-      const start = performance.now();
-      try {
-        const out = await task.processor.process(records, Date.now());
-        const last = records[records.length - 1]!.offset;
-        await this.commit(task, out, records, (BigInt(last) + 1n).toString());
+      // After a processor failed on a batch, its records are replayed one per
+      // transaction up to that batch's end: the failing one is then known.
+      const isolateTo = this.isolating.get(batch.partition);
+      const steps = isolateTo !== undefined && BigInt(records[0]!.offset) <= isolateTo ? records.map((r) => [r]) : [records];
+      for (const step of steps) {
+        if (t.closed || !isRunning() || isStale()) return;
+        const start = performance.now();
+        const last = step[step.length - 1]!.offset;
+        try {
+          const ctx = this.nodeContext(t.partition);
+          const out = await this.runNode(this.o.stage, t.processor, step, false, ctx);
+          await this.commit(t, out, step, (BigInt(last) + 1n).toString(), ctx);
+        } catch (e) {
+          await this.onFailure(t, e, batch.topic, records);
+          return;
+        }
         resolveOffset(last);
-        this.o.metrics.recordsIn.inc({ stage: this.o.stage.name }, records.length);
+        if (isolateTo !== undefined && BigInt(last) >= isolateTo) this.isolating.delete(batch.partition);
+        this.o.metrics.recordsIn.inc({ stage: this.o.stage.name }, step.length);
         this.o.metrics.batchSeconds.observe({ stage: this.stageName }, (performance.now() - start) / 1000);
-      } catch (e) {
-        await this.recover(task, e as Error, batch.topic);
-        return;
+        if (steps.length > 1) await heartbeat().catch(() => undefined);
       }
       await heartbeat().catch(() => undefined);
     });
   }
 
   private async tickAll(): Promise<void> {
-    if (this.stopping) return;
+    if (this.stopping || this.health.isFailed) return;
     for (const task of this.tasks.values()) {
       if (!task.processor.tick) continue;
       await task.exclusive(async () => {
         if (task.closed || this.stopping) return;
         try {
-          const out = await task.processor.tick!(Date.now());
+          const ctx = this.nodeContext(task.partition);
+          let out: StageOutput;
+          try {
+            out = await task.processor.tick!(Date.now());
+          } catch (e) {
+            throw new ProcessingFailure(this.o.stage.name, [], e);
+          }
           if (out.messages.length + out.deadLetters.length + out.changelog.length > 0) {
-            await this.commit(task, out, [], null);
+            await this.commit(task, out, [], null, ctx);
+            if (this.isolating.get(task.partition) === TICK_ISOLATION) this.isolating.delete(task.partition);
           }
         } catch (e) {
-          await this.recover(task, e as Error, this.o.stage.inputTopic);
+          await this.onFailure(task, e, this.o.stage.inputTopic, []);
         }
       });
+    }
+  }
+
+  private nodeContext(partition: number): NodeContext {
+    return { isolate: this.isolating.has(partition), settled: [] };
+  }
+
+  /**
+   * Runs one chain node's processor on `records`. Normally one call for all
+   * of them; record by record while the partition is being isolated or when
+   * one of the records failed before, so that a record whose failures reached
+   * `runtime.poison.attempts` gets the policy instead of another call
+   * (dead-letter: a `processing_error` dead letter in this transaction).
+   * A processor's exception comes out as a ProcessingFailure naming the
+   * record(s) of the failing call.
+   */
+  private async runNode(node: Stage, processor: PartitionProcessor, records: InputRecord[], byKey: boolean, ctx: NodeContext): Promise<StageOutput> {
+    const now = Date.now();
+    const head = this.o.stage.name;
+    const idOf = (r: InputRecord) => recordId(head, node.name, r, byKey);
+    const perRecord = ctx.isolate || (this.attempts.size > 0 && records.some((r) => this.attempts.failures(idOf(r)) > 0));
+    if (!perRecord || records.length === 0) {
+      try {
+        return await processor.process(records, now);
+      } catch (e) {
+        throw new ProcessingFailure(node.name, records, e);
+      }
+    }
+    const out = emptyOutput();
+    for (const r of records) {
+      const id = idOf(r);
+      const verdict = this.attempts.verdict(id);
+      if (verdict === 'dead-letter') {
+        out.deadLetters.push(processingErrorLetter(node.name, r, this.attempts.lastError(id), this.attempts.failures(id), now));
+        ctx.settled.push(id);
+        const also = await processor.poisoned?.(r, now).catch((e: unknown) => {
+          this.o.log.warn(`${this.stageName}: ${node.name}: reporting a dead-lettered record failed: ${describeError(e)}`);
+          return null;
+        });
+        if (also) merge(out, also);
+        continue;
+      }
+      if (verdict === 'stop') throw new ProcessingFailure(node.name, [r], this.attempts.lastError(id));
+      let o: StageOutput;
+      try {
+        o = await processor.process([r], now);
+      } catch (e) {
+        throw new ProcessingFailure(node.name, [r], e);
+      }
+      merge(out, o);
+    }
+    return out;
+  }
+
+  /**
+   * After a failed batch or tick (the transaction, if any, is aborted):
+   * fatal errors stop the runner; a processor's exception goes through the
+   * per-record policy; anything else (the cluster, fencing, a transaction
+   * that failed for a reason nobody coded) drops the task and rebuilds it,
+   * retrying with backoff (fenced: at once).
+   */
+  private async onFailure(task: PartitionTask, e: unknown, topic: string, batch: InputRecord[]): Promise<void> {
+    const c = classify(e);
+    const p = task.partition;
+    const fenced = c.code === 'producer_fenced';
+    this.o.metrics.transactionFailures.inc({ stage: this.stageName, fenced: String(fenced) });
+    if (c.kind === 'fatal') {
+      this.failFatal(e, 'transaction_state', `partition ${p}`);
+      return;
+    }
+    if (c.kind === 'poison' && e instanceof ProcessingFailure) {
+      await this.onPoison(task, e, topic, batch);
+      return;
+    }
+    const n = (this.failures.get(p) ?? 0) + 1;
+    this.failures.set(p, n);
+    const wait = fenced ? 100 : retryDelayMs(n);
+    const message = (e as Error).message;
+    this.o.log.warn(
+      `${this.stageName}: partition ${p}: ${fenced ? 'fenced by a newer owner' : 'transaction failed'} [${c.code}]: ${message}; rebuilding the task` +
+        (fenced ? '' : ` in ${wait / 1000} s`),
+    );
+    this.health.rebuilding(p, `[${c.code}] ${message}`, fenced);
+    await this.recover(task, topic, wait);
+  }
+
+  /**
+   * A processor threw. With one record in the failing call, that record's
+   * failures are counted (they outlive the task); at the limit the policy
+   * applies: `dead-letter` on the replay, `stop` at once. With several, the
+   * partition is replayed one record per transaction to find it.
+   */
+  private async onPoison(task: PartitionTask, f: ProcessingFailure, topic: string, batch: InputRecord[]): Promise<void> {
+    const p = task.partition;
+    const head = this.o.stage.name;
+    const policy = this.attempts.policy;
+    const lastOfBatch = batch.length > 0 ? BigInt(batch[batch.length - 1]!.offset) : TICK_ISOLATION;
+    const isolateTo = this.isolating.get(p);
+    if (isolateTo === undefined || lastOfBatch > isolateTo) this.isolating.set(p, lastOfBatch);
+    const r = f.records.length === 1 ? f.records[0]! : null;
+    let wait = policy.backoff_ms;
+    if (r || f.records.length === 0) {
+      const id = r ? recordId(head, f.stage, r, f.stage !== head) : `${head}/${p}/${f.stage}/tick`;
+      const { failures, exhausted, backoffMs } = this.attempts.fail(id, f.cause);
+      const where = r ? `${r.topic} partition ${r.partition} offset ${r.offset}${r.key ? ` (key ${r.key.toString('utf8')})` : ''}` : 'its timer tick';
+      this.o.log.warn(`${this.stageName}: ${f.stage} failed on ${where} (attempt ${failures} of ${policy.attempts}): ${describeError(f.cause)}`);
+      // A tick has no record to dead-letter: it stops the partition under either policy.
+      if (exhausted && (policy.policy === 'stop' || !r)) {
+        await this.stopPartition(task, `${f.stage} failed ${failures} time(s) on ${where}: ${describeError(f.cause)}`);
+        return;
+      }
+      if (exhausted) this.o.log.warn(`${this.stageName}: ${f.stage}: dead-lettering ${where} as processing_error (runtime.poison.policy: dead-letter)`);
+      wait = backoffMs;
+    } else {
+      this.o.log.warn(
+        `${this.stageName}: ${f.stage} failed on a batch of ${f.records.length} records on partition ${p}: ${describeError(f.cause)}; ` +
+          `replaying them one per transaction to find the failing one`,
+      );
+    }
+    this.health.rebuilding(p, `[processing_error] ${describeError(f.cause)}`, false);
+    await this.recover(task, topic, wait);
+  }
+
+  /** `runtime.poison.policy: stop`: the partition is paused (nothing is committed past the record) and /healthz says so. */
+  private async stopPartition(task: PartitionTask, reason: string): Promise<void> {
+    const p = task.partition;
+    this.stoppedParts.add(p);
+    this.isolating.delete(p);
+    this.health.stoppedByPolicy(p, reason);
+    this.o.log.error(`${this.stageName}: partition ${p} stopped by runtime.poison.policy (stop): ${reason}`);
+    await this.dropTask(task);
+    this.pause(p);
+  }
+
+  private pause(partition: number): void {
+    try {
+      this.consumer.pause([{ topic: this.o.stage.inputTopic, partitions: [partition] }]);
+    } catch {
+      /* not subscribed at the moment (rebalancing): onBatch pauses it when it comes back */
     }
   }
 
   /**
    * After a failure the in-memory state may be ahead of what was committed:
    * drop the task and go back to the committed offset; the next batch builds a
-   * fresh task (fence, restore). Fencing means another instance owns it now.
+   * fresh task (fence, restore) after `waitMs`. A long wait pauses the
+   * partition instead of holding the batch (kafkajs heartbeats between batches).
    */
-  private async recover(task: PartitionTask, e: Error, topic: string): Promise<void> {
-    const fenced = FENCED.test(`${e.name} ${e.message} ${(e as { type?: string }).type ?? ''}`);
-    this.o.metrics.transactionFailures.inc({ stage: this.stageName, fenced: String(fenced) });
-    this.o.log.warn(
-      `${this.stageName}: partition ${task.partition}: ${fenced ? 'fenced by a newer owner' : 'transaction failed'}: ${e.message}; rebuilding the task`,
-    );
+  private async recover(task: PartitionTask, topic: string, waitMs: number): Promise<void> {
     await this.dropTask(task);
-    if (this.stopping || !this.assigned.has(task.partition)) return;
-    this.prepareSoon(fenced ? 100 : 1000);
-    await sleep(fenced ? 100 : 1000);
-    const committed = await this.committedOffset(task.partition).catch(() => null);
+    const p = task.partition;
+    if (this.stopping || !this.assigned.has(p)) return;
+    this.prepareSoon(waitMs);
+    if (waitMs <= 1_000) await sleep(waitMs);
+    else {
+      const consumer = this.consumer;
+      this.pause(p);
+      setTimeout(() => {
+        if (consumer !== this.consumer || this.stopping || this.stoppedParts.has(p)) return;
+        try {
+          consumer.resume([{ topic: this.o.stage.inputTopic, partitions: [p] }]);
+        } catch {
+          /* rebalancing: a new assignment fetches anyway */
+        }
+      }, waitMs).unref();
+    }
+    const committed = await this.committedOffset(p).catch(() => null);
     try {
-      this.consumer.seek({ topic, partition: task.partition, offset: committed ?? '0' });
+      this.consumer.seek({ topic, partition: p, offset: committed ?? '0' });
     } catch {
       /* the consumer is rebalancing; it will fetch from the committed offset */
     }
@@ -584,7 +867,7 @@ export class StageRunner {
    * records just written to their input topics (with their real offsets), and
    * their groups' offsets past those records join the transaction.
    */
-  private async commit(task: PartitionTask, out: StageOutput, sources: InputRecord[], nextOffset: string | null): Promise<void> {
+  private async commit(task: PartitionTask, out: StageOutput, sources: InputRecord[], nextOffset: string | null, ctx: NodeContext): Promise<void> {
     const t0 = performance.now();
     const chain = this.o.downstream ?? [];
     const offsets: Array<{ stage: string; groupId: string; topic: string; offset: string }> = [];
@@ -613,7 +896,7 @@ export class StageRunner {
           offset: (BigInt(written[written.length - 1]!.offset) + 1n).toString(),
         });
         inputs.push([next.stage.name, written.length]);
-        step = { stage: next.stage, out: await task.downstream[i]!.process(written, Date.now()), sources: written };
+        step = { stage: next.stage, out: await this.runNode(next.stage, task.downstream[i]!, written, true, ctx), sources: written };
         phase(next.stage.name, 'process');
       }
       for (const o of offsets) {
@@ -627,6 +910,9 @@ export class StageRunner {
       throw e;
     }
     this.lastProgressAt = Date.now();
+    this.failures.delete(task.partition);
+    this.health.setStalled(null);
+    for (const id of ctx.settled) this.attempts.clear(id);
     this.o.metrics.transactionSeconds.observe({ stage: this.stageName }, (performance.now() - t0) / 1000);
     for (const [stage, name, seconds] of phases) this.o.metrics.transactionPhaseSeconds.observe({ stage, phase: name }, seconds);
     for (const [stage, n] of inputs) this.o.metrics.recordsIn.inc({ stage }, n);
@@ -718,6 +1004,14 @@ export class StageRunner {
       }),
     };
   }
+}
+
+/** Appends `o` to `out` (outputs of one node's calls record by record). */
+function merge(out: StageOutput, o: StageOutput): void {
+  out.messages.push(...o.messages);
+  out.deadLetters.push(...o.deadLetters);
+  out.changelog.push(...o.changelog);
+  for (const [k, v] of Object.entries(o.counters ?? {})) (out.counters ??= {})[k] = (out.counters[k] ?? 0) + v;
 }
 
 function groupByTopic(items: Array<{ topic: string; message: { key: string; value: Buffer | null; partition?: number } }>) {

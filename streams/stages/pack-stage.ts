@@ -1,10 +1,13 @@
 /**
  * The pack stage (penalized → packed): stateless; record_to_train_batch and
- * pack_payload per group (SPEC §5). A group that cannot be packed becomes a
- * `processing_error` dead letter carrying the input record.
+ * pack_payload per group (SPEC §5). A group that cannot be packed (a
+ * `PackError`, the one error `packGroup` throws) becomes a `processing_error`
+ * dead letter carrying the input record; any other exception is a bug, not a
+ * verdict on the group, and goes to the runtime's error policy.
  */
 import type { PackConfig } from '../../config/schema.js';
 import { packGroup } from '../../processors/pack.js';
+import { PackError } from '../../processors/pack-error.js';
 import { SlabPool } from '../../processors/slab.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
@@ -43,9 +46,10 @@ export function packStage(deps: PackStageDeps): Stage {
             try {
               packed = packGroup(group, deps.config, pool.source);
             } catch (e) {
+              if (!(e instanceof PackError)) throw e;
               out.deadLetters.push({
                 reason: 'processing_error',
-                message: `pack failed for group ${group.group_id}: ${(e as Error).message}`,
+                message: `pack failed for group ${group.group_id}: ${e.message}`,
                 stage: 'pack',
                 group_id: group.group_id,
                 batch_id: group.batch_id,

@@ -1,7 +1,9 @@
 /**
  * The postprocess stage (group-complete → penalized + metrics): stateless;
  * each group is postprocessed on its own (SPEC §4). Group metrics go to
- * `rollout.metrics` keyed by batch id.
+ * `rollout.metrics` keyed by batch id. A group the processor rejects is a
+ * dead letter (its decision); an exception goes to the runtime's error
+ * policy (runtime.poison), as in the offline runner.
  */
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../../processors/postprocess.js';
 import { encodeProgress, type BatchProgress } from './batch-progress.js';
@@ -50,6 +52,13 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
             }),
           });
         });
+        return out;
+      },
+      async poisoned(record: InputRecord): Promise<StageOutput> {
+        // Batch metrics wait for every group of a batch: tell them this one failed.
+        const out = emptyOutput();
+        const group = record.value ? await deps.groupCodec.decode(record.value).catch(() => null) : null;
+        if (group) out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id }) });
         return out;
       },
     }),

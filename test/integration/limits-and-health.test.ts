@@ -4,7 +4,8 @@ import { TopicCodec } from '../../streams/codecs/codec.js';
 import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
 import { RowProducer } from '../../tools/row-producer.js';
 import { subjectOf, topicNames } from '../../streams/topics/names.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
+import { sleep } from './stage-processes.js';
 import { readTopic } from './topic-reader.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, error: (m: string) => console.error(m) };
@@ -81,5 +82,51 @@ describe('record size limits and health endpoints', () => {
     const health = await fetch(`http://127.0.0.1:${PORT}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ stages: ['accumulate', 'postprocess', 'pack', 'batch-metrics'], fused: true });
+  });
+
+  test('/healthz answers 503 naming the runner, its state, since when, why and on which partitions when a stage is stopped by the poison policy', async () => {
+    const STOP_PORT = 19473;
+    const stopEnv = await testEnv('limits-stop', [
+      [['runtime', 'metrics_port'], STOP_PORT],
+      [['runtime', 'poison'], { policy: 'stop', attempts: 1, backoff_ms: 0 }],
+      [['accumulate', 'batch_end_grace_ms'], 200],
+    ]);
+    const events = [...generateEvents({ batches: 1, groupsPerBatch: 4, generations: 4, seed: 5, profile: 'small', runId: `${stopEnv.prefix}run` })];
+    const firstRow = events.find((e) => e.kind === 'row');
+    const bad = firstRow?.kind === 'row' ? firstRow.row.group_id : '';
+    const stopped = await startPipeline({
+      config: stopEnv.config,
+      configDir: process.cwd(),
+      stages: ['accumulate', 'postprocess', 'pack'],
+      log: quiet,
+      faults: [{ point: 'throw-on-group', stage: 'postprocess', groupId: bad }],
+    });
+    try {
+      expect((await fetch(`http://127.0.0.1:${STOP_PORT}/healthz`)).status).toBe(200);
+      const producer = await connectRowProducer(stopEnv);
+      await producer.send(events);
+      await producer.disconnect();
+      let res = await fetch(`http://127.0.0.1:${STOP_PORT}/healthz`);
+      for (const until = Date.now() + 60_000; res.status !== 503 && Date.now() < until; res = await fetch(`http://127.0.0.1:${STOP_PORT}/healthz`)) await sleep(250);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual({
+        stages: ['accumulate', 'postprocess', 'pack', 'batch-metrics'],
+        fused: true,
+        unhealthy: [
+          {
+            runner: 'accumulate+postprocess+pack',
+            state: 'stopped_by_policy',
+            since: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+            reason: expect.stringMatching(/^postprocess failed 1 time\(s\) on .* \(key [^)]+\): Error: injected fault postprocess\.throw-on-group/),
+            partitions: [expect.any(Number)],
+          },
+        ],
+      });
+      // The batch-metrics aggregator's gauge reaches /metrics too.
+      expect(await (await fetch(`http://127.0.0.1:${STOP_PORT}/metrics`)).text()).toMatch(/^rollout_stream_open_batches \d+$/m);
+    } finally {
+      await stopped.stop();
+      await stopEnv.close();
+    }
   });
 });

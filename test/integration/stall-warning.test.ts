@@ -1,7 +1,7 @@
 /**
  * A stage that cannot commit (here: its output topic is gone) says so in its
- * log instead of sitting silent, keeps retrying, and delivers exactly once
- * when the topic is back.
+ * log and on /healthz (503 `stalled`) instead of sitting silent, keeps
+ * retrying, and delivers exactly once when the topic is back (200 again).
  */
 import { afterEach, describe, expect, test } from 'vitest';
 import { generateEvents } from '../../loadgen/index.js';
@@ -20,13 +20,20 @@ afterEach(async (ctx) => {
   await env?.close();
 });
 
+const PORT = 19472;
+
+async function healthz(): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`http://127.0.0.1:${PORT}/healthz`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
 describe('stalled stages', () => {
   test('a stage whose output topic is missing logs that it is behind and committing nothing, then recovers exactly once when the topic is back', async () => {
     env = await testEnv('stall');
     const names = topicNames(env.prefix);
     const all = [...generateEvents({ batches: 1, groupsPerBatch: 6, generations: 4, seed: 9, profile: 'small', runId: `${env.prefix}run` })];
     const want = await expectedRun(env.config, all);
-    proc = startStage('all', 'accumulate,postprocess,pack', writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: 0, stall_warn_ms: 2000 } }));
+    proc = startStage('all', 'accumulate,postprocess,pack', writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: PORT, stall_warn_ms: 2000 } }));
     expect(await waitForLog(proc, /accumulate\+postprocess\+pack: restored partitions/, 60_000)).toBeDefined();
     await env.admin.deleteTopics({ topics: [names.packed] });
     const producer = await connectRowProducer(env);
@@ -36,6 +43,11 @@ describe('stalled stages', () => {
     const warning = await waitForLog(proc, /accumulate\+postprocess\+pack: \d+ input records behind and nothing committed for \d+ s \(assigned partitions \[[\d,]+\], tasks \[/, 45_000);
     expect(warning, 'the stall is reported').toBeDefined();
     expect(proc.child.exitCode).toBeNull();
+    const stalled = await healthz();
+    expect(stalled.status, '/healthz while stalled').toBe(503);
+    expect(stalled.body.unhealthy).toEqual([
+      expect.objectContaining({ runner: 'accumulate+postprocess+pack', state: 'stalled', reason: expect.stringMatching(/input records behind and nothing committed for \d+ s/) }),
+    ]);
 
     const spec = topicSpecs(env.config).find((s) => s.topic === names.packed)!;
     await env.admin.createTopics({
@@ -49,5 +61,6 @@ describe('stalled stages', () => {
     const before = stalls();
     await sleep(12_000);
     expect(stalls(), 'an idle stage is not reported as stalled').toBe(before);
+    expect(await healthz(), '/healthz once caught up').toEqual({ status: 200, body: { stages: ['accumulate', 'postprocess', 'pack', 'batch-metrics'], fused: true } });
   }, 240_000);
 });

@@ -81,7 +81,9 @@ describe('layers', () => {
   });
 
   test('errors/ is the kernel: it imports nothing of the project', () => {
-    expect(EDGES.filter((e) => under('errors')(e.file)).flatMap((e) => e.imports.filter((t) => SOURCE_DIRS.some((d) => t.startsWith(`${d}/`))))).toEqual([]);
+    // Its own files (index.ts re-exports codes.ts) are the kernel too.
+    const outside = (t: string) => SOURCE_DIRS.some((d) => d !== 'errors' && t.startsWith(`${d}/`));
+    expect(EDGES.filter((e) => under('errors')(e.file)).flatMap((e) => e.imports.filter(outside))).toEqual([]);
   });
 
   test('config/ imports neither processors nor streams', () => {

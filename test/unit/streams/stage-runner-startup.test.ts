@@ -129,6 +129,21 @@ describe('stage runner start-up', () => {
     expect(consumers).toHaveLength(2);
   });
 
+  test('a new consumer after a lost membership that cannot join for a non-transient reason is fatal, not retried forever', { timeout: 10_000 }, async () => {
+    const { consumers, logs, runner } = setup([async () => undefined, () => Promise.reject(NOT_AUTHORIZED())]);
+    await runner.start();
+    consumers[0]!.crash(NOT_AUTHORIZED(), false);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const made = consumers.length;
+    await new Promise((r) => setTimeout(r, 2_500)); // a retry would have come after 1 s, then 2 s
+    expect(consumers).toHaveLength(made);
+    expect(consumers.filter((c) => c.ran)).toEqual([consumers[0]]);
+    expect(runner.healthState()).toMatchObject({ runner: 'pack', state: 'failed', reason: expect.stringMatching(/^\[authorization_failed\] /) });
+    expect(logs.filter((l) => l.startsWith('error pack: fatal'))).toEqual([
+      expect.stringMatching(/^error pack: fatal \[authorization_failed\]: pack: could not restart the consumer: KafkaJSProtocolError: Not authorized/),
+    ]);
+  });
+
   test.each([
     [COORDINATOR_LOADING(), true],
     [NOT_AUTHORIZED(), false],

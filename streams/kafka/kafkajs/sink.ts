@@ -1,0 +1,203 @@
+/**
+ * TransactionalSink and IdempotentSink over kafkajs producers. The state
+ * machine (../transaction-state.ts) guards every call; kafkajs's errors
+ * become codes (errors.ts). Every record gets its partition here (explicit,
+ * or murmur2 of its key as kafkajs's default partitioner would), so send()
+ * can say where each acknowledged record landed.
+ */
+import type { Kafka, Message, Producer, Transaction } from 'kafkajs';
+import { RolloutStreamError } from '../../../errors/index.js';
+import { partitionForKey } from '../../topics/partitioner.js';
+import { TransactionStateMachine, type TxState } from '../transaction-state.js';
+import type { IdempotentSink, OutgoingRecord, PartitionOffset, RecordPosition, TransactionalSink } from '../types.js';
+import { compressionType, type CompressionName } from './compression.js';
+import { kafkaErrorCode } from './errors.js';
+
+export interface SinkOptions {
+  /** Partition count of a topic (cached by the caller; topics do not change under a running stage). */
+  partitionsOf: (topic: string) => Promise<number>;
+  compression?: CompressionName;
+}
+
+/**
+ * A coded error for a kafkajs failure (the original as `cause`). A commit or
+ * abort that failed for an unrecognised reason has an unknown outcome; any
+ * other unrecognised error is passed on as it is (the error policy decides).
+ */
+function coded(e: unknown, doing: string, endTxn = false): unknown {
+  if (e instanceof RolloutStreamError) return e;
+  const code = kafkaErrorCode(e) ?? (endTxn ? 'transaction_outcome_unknown' : null);
+  if (code === null) return e;
+  return new RolloutStreamError(code, `${doing}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retriable: code !== 'authorization_failed' });
+}
+
+/** Records without a key and without a partition are spread round robin. */
+let nullKeyPartition = 0;
+
+/** Places each record, groups them per topic for kafkajs, and maps its answer back to positions in input order. */
+async function sendPlaced(
+  send: (topicMessages: Array<{ topic: string; messages: Message[] }>) => Promise<Array<{ topicName: string; partition: number; baseOffset?: string }>>,
+  records: OutgoingRecord[],
+  o: SinkOptions,
+): Promise<RecordPosition[]> {
+  const placed: Array<{ topic: string; partition: number }> = [];
+  const byTopic = new Map<string, Message[]>();
+  for (const r of records) {
+    const count = r.partition === undefined ? await o.partitionsOf(r.topic) : 0;
+    const partition = r.partition ?? (r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count));
+    const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
+    list.push({ key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) });
+    placed.push({ topic: r.topic, partition });
+  }
+  const meta = await send([...byTopic].map(([topic, messages]) => ({ topic, messages })));
+  const base = new Map(meta.map((m) => [`${m.topicName}/${m.partition}`, m.baseOffset === undefined ? null : BigInt(m.baseOffset)]));
+  const next = new Map<string, bigint>();
+  return placed.map((p) => {
+    const k = `${p.topic}/${p.partition}`;
+    const start = base.get(k);
+    if (start === undefined || start === null) throw new RolloutStreamError('transaction_outcome_unknown', `the broker returned no offset for ${k}`);
+    const i = next.get(k) ?? 0n;
+    next.set(k, i + 1n);
+    return { topic: p.topic, partition: p.partition, offset: (start + i).toString() };
+  });
+}
+
+export class KafkajsTransactionalSink implements TransactionalSink {
+  private readonly machine: TransactionStateMachine;
+  private readonly producer: Producer;
+  private tx: Transaction | null = null;
+
+  constructor(
+    kafka: Kafka,
+    readonly transactionalId: string,
+    transactionTimeoutMs: number,
+    private readonly o: SinkOptions,
+  ) {
+    this.machine = new TransactionStateMachine(transactionalId);
+    this.producer = kafka.producer({
+      transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: transactionTimeoutMs,
+      allowAutoTopicCreation: false,
+      // CONCURRENT_TRANSACTIONS answers last a few ms after each commit: retry fast (README "Sizing").
+      retry: { initialRetryTime: 5, maxRetryTime: 2_000, retries: 25 },
+    });
+  }
+
+  get state(): TxState {
+    return this.machine.state;
+  }
+
+  /** After a failure: the state it leaves the sink in. */
+  private failed(e: unknown, doing: string, otherwise: TxState): unknown {
+    const err = coded(e, `${this.transactionalId}: ${doing}`, doing === 'commit' || doing === 'abort');
+    const next: TxState = err instanceof RolloutStreamError && err.code === 'producer_fenced' ? 'fenced' : otherwise;
+    if (this.machine.state !== 'closed') this.machine.to(next);
+    return err;
+  }
+
+  async init(): Promise<void> {
+    this.machine.guard('init');
+    this.machine.to('initializing');
+    try {
+      await this.producer.connect();
+      // kafkajs sends InitProducerId with the first transaction, not on connect: an empty
+      // transaction fences the previous owner now (its abort sends nothing to the broker).
+      const t = await this.producer.transaction();
+      await t.abort();
+    } catch (e) {
+      throw this.failed(e, 'init', 'fatal_error');
+    }
+    this.machine.to('ready');
+  }
+
+  async begin(): Promise<void> {
+    this.machine.guard('begin');
+    try {
+      this.tx = await this.producer.transaction();
+    } catch (e) {
+      throw this.failed(e, 'begin', 'fatal_error');
+    }
+    this.machine.to('in_transaction');
+  }
+
+  async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {
+    this.machine.guard('send');
+    try {
+      return await sendPlaced((topicMessages) => this.tx!.sendBatch({ topicMessages, compression: compressionType(this.o.compression ?? 'none') }), records, this.o);
+    } catch (e) {
+      throw this.failed(e, 'send', 'abortable_error');
+    }
+  }
+
+  async sendOffsets(groupId: string, offsets: PartitionOffset[]): Promise<void> {
+    this.machine.guard('sendOffsets');
+    const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
+    for (const o of offsets) (byTopic.get(o.topic) ?? byTopic.set(o.topic, []).get(o.topic)!).push({ partition: o.partition, offset: o.offset });
+    try {
+      await this.tx!.sendOffsets({ consumerGroupId: groupId, topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) });
+    } catch (e) {
+      throw this.failed(e, 'sendOffsets', 'abortable_error');
+    }
+  }
+
+  async commit(): Promise<void> {
+    this.machine.guard('commit');
+    this.machine.to('committing');
+    try {
+      await this.tx!.commit();
+    } catch (e) {
+      // EndTxn's outcome is unknown: the next owner's init completes or aborts it.
+      throw this.failed(e, 'commit', 'fatal_error');
+    } finally {
+      this.tx = null;
+    }
+    this.machine.to('ready');
+  }
+
+  async abort(): Promise<void> {
+    this.machine.guard('abort');
+    this.machine.to('aborting');
+    try {
+      // A failed send may have left kafkajs's transaction already closed: nothing to abort there.
+      if (this.tx?.isActive()) await this.tx.abort();
+    } catch (e) {
+      throw this.failed(e, 'abort', 'fatal_error');
+    } finally {
+      this.tx = null;
+    }
+    this.machine.to('ready');
+  }
+
+  async close(): Promise<void> {
+    this.machine.to('closed');
+    await this.producer.disconnect().catch(() => undefined);
+  }
+}
+
+/** An idempotent producer (acks=all, one request in flight so order holds through retries). */
+export class KafkajsIdempotentSink implements IdempotentSink {
+  private readonly producer: Producer;
+  private connected: Promise<void> | null = null;
+
+  constructor(
+    kafka: Kafka,
+    private readonly o: SinkOptions,
+  ) {
+    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  }
+
+  async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {
+    try {
+      await (this.connected ??= this.producer.connect());
+      return await sendPlaced((topicMessages) => this.producer.sendBatch({ topicMessages, acks: -1, compression: compressionType(this.o.compression ?? 'none') }), records, this.o);
+    } catch (e) {
+      throw coded(e, 'send');
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+  }
+}
