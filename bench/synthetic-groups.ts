@@ -4,7 +4,7 @@
  * with logprobs alternating with tool/user turns) cut to a target length,
  * optionally with routed experts on the generated turns.
  */
-import type { Message, PenalizedGroup, PenalizedRow } from '../processors/types.js';
+import type { Message, PenalizedGroup, PenalizedRow, Tensor } from '../processors/types.js';
 
 export interface SynthOptions {
   rows: number;
@@ -12,6 +12,14 @@ export interface SynthOptions {
   maxTokens: number;
   /** `[layers, topk]` of routed experts on generated turns, or null for none. */
   routes: [number, number] | null;
+  /**
+   * Media on each row's prompt and on some tool/user turns: `pixel_values` float32 `[items, 3]` and
+   * `image_grid_thw` int64 `[1, 3]`, plus, on every other row, `audio`
+   * float32 with a varying trailing dim (dynamic shapes). Off when absent, and
+   * then no random draws are spent on it, so the other options' groups are
+   * unchanged.
+   */
+  media?: boolean;
 }
 
 /** mulberry32: small, fast, seedable; good enough to vary shapes reproducibly. */
@@ -53,6 +61,23 @@ function generated(r: () => number, n: number, routes: [number, number] | null):
   return m;
 }
 
+function mediaOf(r: () => number, row: number): Record<string, Tensor> {
+  const items = between(r, 1, 4);
+  const pixels = new Float32Array(items * 3);
+  for (let i = 0; i < pixels.length; i++) pixels[i] = r();
+  const media: Record<string, Tensor> = {
+    pixel_values: { dtype: 'float32', shape: [items, 3], data: pixels },
+    image_grid_thw: { dtype: 'int64', shape: [1, 3], data: BigInt64Array.of(1n, BigInt(between(r, 1, 64)), BigInt(between(r, 1, 64))) },
+  };
+  if (row % 2 === 1) {
+    const width = between(r, 1, 5);
+    const audio = new Float32Array(2 * width);
+    for (let i = 0; i < audio.length; i++) audio[i] = -r();
+    media['audio'] = { dtype: 'float32', shape: [2, width], data: audio };
+  }
+  return media;
+}
+
 /** One group; `index` makes its ids unique and, with the seed, its shapes reproducible. */
 export function synthesizeGroup(seed: number, index: number, o: SynthOptions): PenalizedGroup {
   const r = rng(seed * 1_000_003 + index);
@@ -62,12 +87,15 @@ export function synthesizeGroup(seed: number, index: number, o: SynthOptions): P
     const target = Math.max(between(r, o.minTokens, o.maxTokens), prompt.token_ids.length + 1);
     // Each row decodes its own copy of the prompt, as rows arrive separately.
     const log: Message[] = [{ role: 'user', token_ids: prompt.token_ids.slice() }];
+    if (o.media === true) log[0]!.media = mediaOf(r, i);
     let total = prompt.token_ids.length;
     let turn = 0;
     while (total < target) {
       const isGen = turn % 2 === 0;
       const n = Math.min(target - total, isGen ? between(r, 128, 4096) : between(r, 32, 1024));
-      log.push(isGen ? generated(r, n, o.routes) : { role: r() < 0.5 ? 'tool' : 'user', token_ids: tokens(r, n) });
+      const m: Message = isGen ? generated(r, n, o.routes) : { role: r() < 0.5 ? 'tool' : 'user', token_ids: tokens(r, n) };
+      if (o.media === true && !isGen && r() < 0.5) m.media = mediaOf(r, i);
+      log.push(m);
       total += n;
       turn++;
     }

@@ -56,7 +56,7 @@ export async function main(argv: string[]): Promise<number> {
   const out = `${run}.out`;
   const input = `${run}.in`;
   await admin.createTopics({ waitForLeaders: true, topics: [{ topic: out, numPartitions: 1 }, { topic: input, numPartitions: 1 }] });
-  // The settings of streams/runtime/partition-task.ts (5 ms first retry on CONCURRENT_TRANSACTIONS).
+  // The settings of streams/kafka/kafkajs/sink.ts (5 ms first retry on CONCURRENT_TRANSACTIONS).
   const tx = kafka.producer({ transactionalId: run, idempotent: true, maxInFlightRequests: 1, retry: { initialRetryTime: 5, maxRetryTime: 2_000, retries: 25 } });
   const plain = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await Promise.all([tx.connect(), plain.connect()]);

@@ -11,16 +11,14 @@
  * same bytes — the backend tests hold both to that.
  */
 import type { PackConfig } from '../config/schema.js';
-import { jaggedField, jaggedOffsets } from './jagged-pack.js';
 import { isGeneratedAssistant, messageViolationFlags } from './message-violation-masks.js';
-import type { MediaFieldPlan, MediaPack } from './media-fields.js';
+import type { MediaFieldPlan } from './media-fields.js';
 import type { Fill, IntegerArray, PackBackend, Run } from './pack-backend.js';
 import type { PromptCut } from './prompt-prefix.js';
 import { MISSING_ROUTE_SENTINEL } from './routed-experts-backfill.js';
-import { buildRowFields } from './row-fields.js';
-import { type SlabSource, freshSlab } from './slab.js';
+import { type PackMemory, freshSlab } from './slab.js';
 import { planTrainBatch } from './train-batch-plan.js';
-import type { TrainBatch } from './train-batch.js';
+import { type TrainBatch, trainBatchOf } from './train-batch.js';
 import type { Message, PenalizedGroup, TypedArray } from './types.js';
 
 const fill = (value: number, length: number): Fill => ({ value, length });
@@ -36,9 +34,9 @@ export function recordToTrainBatchWith(
   group: PenalizedGroup,
   cfg: PackConfig,
   backend: PackBackend,
-  slabs: SlabSource = freshSlab,
+  memory: PackMemory = freshSlab,
 ): TrainBatch {
-  const p = planTrainBatch(group, cfg, slabs);
+  const p = planTrainBatch(group, cfg, memory);
   const messages = p.logs.flat();
   backend.int64(
     p.inputIds,
@@ -72,22 +70,8 @@ export function recordToTrainBatchWith(
     );
   }
   backend.int64(p.promptIds, promptRuns(p.logs, p.cuts, cfg.pad_values['token_ids'] ?? 0, p.width));
-
-  return {
-    n: p.n,
-    inputLengths: p.inputLengths,
-    offsets: p.offsets,
-    inputIds: p.inputIds,
-    generationLogprobs: p.generationLogprobs,
-    tokenMask: p.tokenMask,
-    routedExperts: re,
-    invalidToolCallMask: p.invalidToolCallMask,
-    malformedThinkingMask: p.malformedThinkingMask,
-    promptIdsForAdv: { values: p.promptIds, width: p.width },
-    ...buildRowFields(group),
-    violationCounts: p.violationCounts,
-    media: mediaWith(backend, p.logs, p.media, p.mediaValues),
-  };
+  mediaWith(backend, p.logs, p.media, p.mediaValues);
+  return trainBatchOf(p, group, { values: p.promptIds, width: p.width });
 }
 
 /** Row-major `[N, width]`: each row's cut prefix, then `pad` up to `width` (as `writePromptIdsForAdv`). */
@@ -101,33 +85,21 @@ function promptRuns(logs: readonly (readonly Message[])[], cuts: readonly Prompt
   return runs;
 }
 
-/** `writeMediaFields` with the copy done by `backend`: same fields, offsets and row shapes. */
+/** `writeMediaFields`' values with the copy done by `backend` (offsets and row shapes are the layout's). */
 function mediaWith(
   backend: PackBackend,
   logs: readonly (readonly Message[])[],
   plans: readonly MediaFieldPlan[],
   values: readonly TypedArray[],
-): MediaPack {
-  const rowShapes = logs.map(() => {
-    const shapes: Record<string, number[][]> = {};
-    for (const p of plans) shapes[p.name] = [];
-    return shapes;
-  });
-  const fields = plans.map((plan, k) => {
-    const out = values[k]!;
+): void {
+  plans.forEach((plan, k) => {
     const parts: TypedArray[] = [];
-    const lengths = new Array<number>(logs.length).fill(0);
-    logs.forEach((log, row) => {
+    for (const log of logs) {
       for (const m of log) {
         const t = m.media?.[plan.name];
-        if (t == null) continue;
-        parts.push(t.data);
-        lengths[row]! += plan.trailing === null ? t.data.length : t.shape[0]!;
-        rowShapes[row]![plan.name]!.push([...t.shape]);
+        if (t != null) parts.push(t.data);
       }
-    });
-    backend.concat(out, parts);
-    return jaggedField(plan.name, plan.dtype, out, jaggedOffsets(lengths), plan.trailing ?? []);
+    }
+    backend.concat(values[k]!, parts);
   });
-  return { fields, rowShapes };
 }

@@ -1,5 +1,5 @@
 /**
- * One allocation per packed group.
+ * One allocation per packed group, and where the packer writes it.
  *
  * Packing is memory-bound, and on Linux the dominant cost of a fresh output
  * buffer is not the copy but the page faults that zero it on first touch
@@ -12,9 +12,58 @@
  * Views are 8-byte aligned; a PackedField's `values` is then a view with a
  * non-zero `byteOffset` into the shared slab: encoders must use
  * `byteOffset`/`byteLength`, never the whole `.buffer`.
+ *
+ * More generally the packer writes into a `PackTarget`: it plans the whole
+ * packed group first (a `PackedLayout`: ids, tags, and every field without
+ * its values) and asks the target for one view per field. A slab is one
+ * target (`slabTarget`); an encoder can be another, handing out views into
+ * the very buffer it will send, so that packing is building the value and
+ * nothing is copied afterwards (streams/codecs/framed-pack-target.ts).
  */
 import { TYPED_ARRAY_CLASSES } from './typed-arrays.js';
-import type { DType, PackedGroup, TypedArray } from './types.js';
+import type { DType, PackedField, PackedGroup, TypedArray } from './types.js';
+
+/** A packed field before its values exist: everything but `values`, and how many elements of `dtype` they will be. */
+export interface PlannedField extends Omit<PackedField, 'dtype' | 'values'> {
+  dtype: DType;
+  length: number;
+}
+
+/** A packed group planned and not yet written: ids and tags final, fields without values, in the group's field order. */
+export interface PackedLayout extends Omit<PackedGroup, 'fields'> {
+  fields: PlannedField[];
+}
+
+/**
+ * Where the packer writes one group. `place` is called once per group, with
+ * the whole layout, before any value is written; it returns one view per
+ * field, in the layout's order, each `length` elements of the field's dtype
+ * (a `TYPED_ARRAY_CLASSES[dtype]` instance). The packer then writes every
+ * element of every view (zeros included), so the memory behind them needs no
+ * clearing, and it reads nothing else of it. Views must not overlap.
+ */
+export interface PackTarget {
+  place(layout: PackedLayout): TypedArray[];
+}
+
+/** What `packGroup` accepts as output memory: a slab source (one slab per group) or a target. */
+export type PackMemory = SlabSource | PackTarget;
+
+/** Every field of the group carved, in order, out of one slab from `source`. */
+export function slabTarget(source: SlabSource): PackTarget {
+  return {
+    place(layout) {
+      const plan = new SlabPlan();
+      for (const f of layout.fields) plan.add(f.dtype, f.length);
+      return plan.carve(source);
+    },
+  };
+}
+
+/** `memory` as a target (a slab source becomes `slabTarget(memory)`). */
+export function packTarget(memory: PackMemory): PackTarget {
+  return typeof memory === 'function' ? slabTarget(memory) : memory;
+}
 
 
 /** Where slabs come from: fresh zeroed memory by default, or a pool. Contents of a returned buffer are unspecified. */
@@ -50,14 +99,23 @@ export class SlabPlan {
 const SLACK = 65536;
 
 /**
- * Recycles slabs between groups. Single-threaded and caller-owned: call
- * `release(packed)` only once nothing reads the packed group any more (after
- * it was encoded), or its values will be overwritten by the next group.
+ * Recycles buffers between groups (slabs, or whole framed values). Single-
+ * threaded and caller-owned: give a buffer back (`give`, or `release(packed)`
+ * for a packed group's slab) only once nothing reads or holds it any more —
+ * after it was encoded, or, for a value handed to a Kafka producer, after the
+ * send was acknowledged — or the next group overwrites it.
+ *
+ * Bounded in what it keeps idle (`maxRetainedBytes` of free buffers, the
+ * most recently given back); any one buffer up to that bound is recycled,
+ * whatever its size. Buffers it handed out and never got back are the GC's:
+ * the pool keeps no reference to them.
  */
 export class SlabPool {
   private free: ArrayBuffer[] = [];
   private retained = 0;
   private readonly issued = new WeakSet<ArrayBuffer>();
+  private readonly lent = new WeakMap<ArrayBuffer, ArrayBufferView>();
+  private lentNow = 0;
 
   /** @param maxRetainedBytes free slabs kept for reuse, beyond which released slabs are left to the GC. */
   constructor(private readonly maxRetainedBytes = 1024 * 1024 * 1024) {}
@@ -80,17 +138,76 @@ export class SlabPool {
     return buffer;
   };
 
+  /** Same as `source`. */
+  take(bytes: number): ArrayBuffer {
+    return this.source(bytes);
+  }
+
+  /**
+   * Takes back a buffer this pool issued (others are ignored, as are a buffer
+   * already free and one lent and not settled); kept for reuse, the oldest
+   * free buffers dropped to the GC when it would exceed the bound. A buffer
+   * larger than the bound itself is left to the GC.
+   * @returns whether it was kept.
+   */
+  give(buffer: ArrayBuffer): boolean {
+    if (!this.issued.has(buffer) || this.lent.has(buffer) || this.free.includes(buffer)) return false;
+    if (buffer.byteLength > this.maxRetainedBytes) return false;
+    // The oldest free buffers make room: the workload's recent sizes are the likely next ones.
+    while (this.retained + buffer.byteLength > this.maxRetainedBytes) this.retained -= this.free.shift()!.byteLength;
+    this.free.push(buffer);
+    this.retained += buffer.byteLength;
+    return true;
+  }
+
+  /**
+   * Marks the buffer behind `view` (one this pool issued) as held elsewhere —
+   * a framed value handed to a Kafka producer — until `settle(view)`: until
+   * then `give` ignores it and it is never handed out again.
+   */
+  lend(view: ArrayBufferView): void {
+    const b = view.buffer as ArrayBuffer;
+    if (!this.issued.has(b) || this.lent.has(b)) return;
+    this.lent.set(b, view);
+    this.lentNow++;
+  }
+
+  /**
+   * Gives back the buffer lent with exactly this `view`: call it once the
+   * holder let go (the producer acknowledged the send: the transaction that
+   * wrote it committed or aborted). Any other view — released twice, or
+   * stale because its buffer was already reused for a later value — is
+   * ignored, so a late or repeated call cannot free a buffer in use.
+   * @returns whether the buffer came back (kept for reuse, or left to the GC beyond the bound).
+   */
+  settle(view: ArrayBufferView): boolean {
+    const b = view.buffer as ArrayBuffer;
+    if (this.lent.get(b) !== view) return false;
+    this.lent.delete(b);
+    this.lentNow--;
+    this.give(b);
+    return true;
+  }
+
+  /** Buffers lent and not settled yet (those never settled stay counted: the GC frees them, the pool cannot know). */
+  get lentCount(): number {
+    return this.lentNow;
+  }
+
   /** Takes back the slab(s) this pool issued for `packed`; fields from elsewhere are ignored. */
   release(packed: PackedGroup): void {
     const seen = new Set<ArrayBuffer>();
     for (const f of packed.fields) {
       const b = f.values.buffer as ArrayBuffer;
-      if (!this.issued.has(b) || seen.has(b) || this.free.includes(b)) continue;
+      if (seen.has(b)) continue;
       seen.add(b);
-      if (this.retained + b.byteLength > this.maxRetainedBytes) continue;
-      this.free.push(b);
-      this.retained += b.byteLength;
+      this.give(b);
     }
+  }
+
+  /** The bound on `retainedBytes`. */
+  get maxBytes(): number {
+    return this.maxRetainedBytes;
   }
 
   /** Bytes currently held for reuse. */

@@ -1,7 +1,7 @@
 /**
  * The `tfjs` pack backend: each per-token column is one `tf.concat` of
  * per-message tensors (`tf.fill` for the constant runs, `tf.cast` for the bool
- * masks), read back with `dataSync` and copied into the group's slab.
+ * masks), read back with `dataSync` and copied into the group's output view (a slab, or the framed value).
  *
  * tfjs tensors are float32, int32 or bool only, so everything narrower or
  * wider goes through int32 and `TypedArray.set`/the word loop finish the job

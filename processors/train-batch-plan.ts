@@ -2,15 +2,18 @@
  * The planning pass of record_to_train_batch, shared by the inline `typed`
  * builder (`train-batch.ts`) and the backend builder (`backend-train-batch.ts`):
  * backfill plan, prompt cut, row lengths (refusing misaligned logprobs), media
- * plan, and every large column carved from one slab. Nothing is written yet.
+ * plan, the packed group's layout (`pack-layout.ts`), and one view per field
+ * from the output target. Nothing is written yet.
  */
 import type { PackConfig } from '../config/schema.js';
 import { jaggedOffsets } from './jagged-pack.js';
 import { type MediaFieldPlan, planMediaFields } from './media-fields.js';
 import { PackError } from './pack-error.js';
+import { type FieldIndex, planPackedLayout } from './pack-layout.js';
 import { type PromptCut, cutPromptPrefix, promptIdsWidth, promptTokenCount } from './prompt-prefix.js';
 import { type RoutedExpertsBackfill, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
-import { type SlabSource, SlabPlan } from './slab.js';
+import { type PackMemory, type PackedLayout, packTarget } from './slab.js';
+import { type RowFields, buildRowFields } from './row-fields.js';
 import type { RoutedExpertsColumn } from './train-batch.js';
 import type { Message, PenalizedGroup, TypedArray, ViolationCounts } from './types.js';
 
@@ -24,7 +27,11 @@ export interface TrainBatchPlan {
   inputLengths: Int32Array;
   offsets: BigInt64Array;
   media: MediaFieldPlan[];
-  /** Slab views, each the final size of its column. */
+  /** The packed group planned; `views[i]` is where field i's values go. */
+  layout: PackedLayout;
+  views: TypedArray[];
+  index: FieldIndex;
+  /** Views from the target, each the final size of its column. */
   inputIds: BigInt64Array;
   generationLogprobs: Float32Array;
   tokenMask: BigInt64Array;
@@ -47,7 +54,7 @@ export interface TrainBatchPlan {
  *   token, `pack_bad_routed_experts` / `pack_bad_media` as described by
  *   `backfillMissingRoutedExperts` / `planMediaFields`.
  */
-export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: SlabSource): TrainBatchPlan {
+export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, memory: PackMemory): TrainBatchPlan {
   const n = group.rows.length;
   if (n === 0) throw new PackError('pack_empty_group', `group ${group.group_id} has no rows`);
   const logs = group.rows.map((r) => r.message_log);
@@ -72,20 +79,25 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: Sl
     inputLengths[row] = len;
   });
   const offsets = jaggedOffsets(inputLengths);
-  const total = Number(offsets[n]!);
   const media = planMediaFields(logs);
 
-  const plan = new SlabPlan();
-  const ids = plan.add('int64', total);
-  const lp = plan.add('float32', total);
-  const mask = plan.add('int64', total);
-  const routes = backfill === null ? -1 : plan.add(cfg.routed_experts_dtype, total * backfill.layers * backfill.topk);
-  const withMasks = cfg.include_message_violation_fields;
-  const invalid = withMasks ? plan.add('bool', total) : -1;
-  const malformed = withMasks ? plan.add('bool', total) : -1;
-  const prompt = plan.add('int64', n * width);
-  const mediaViews = media.map((m) => plan.add(m.dtype, m.elements));
-  const views = plan.carve(slabs);
+  const violationCounts = group.rows.map((r, row) => ({
+    ...r.violation_counts,
+    num_routed_experts_backfilled: backfill === null ? 0 : backfill.backfilled[row]!,
+  }));
+  const { layout, index } = planPackedLayout({
+    group,
+    logs,
+    offsets,
+    width,
+    routes: backfill === null ? null : { dtype: cfg.routed_experts_dtype, layers: backfill.layers, topk: backfill.topk },
+    violationFields: cfg.include_message_violation_fields,
+    media,
+    violationCounts,
+  });
+  const views = packTarget(memory).place(layout);
+  if (views.length !== layout.fields.length) throw new Error(`pack target gave ${views.length} views for ${layout.fields.length} fields`);
+  const view = <T extends TypedArray>(k: number) => (k < 0 ? null : (views[k] as T));
 
   return {
     n,
@@ -96,9 +108,12 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: Sl
     inputLengths,
     offsets,
     media,
-    inputIds: views[ids] as BigInt64Array,
-    generationLogprobs: views[lp] as Float32Array,
-    tokenMask: views[mask] as BigInt64Array,
+    layout,
+    views,
+    index,
+    inputIds: view<BigInt64Array>(index.inputIds)!,
+    generationLogprobs: view<Float32Array>(index.generationLogprobs)!,
+    tokenMask: view<BigInt64Array>(index.tokenMask)!,
     routedExperts:
       backfill === null
         ? null
@@ -106,15 +121,40 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, slabs: Sl
             dtype: cfg.routed_experts_dtype,
             layers: backfill.layers,
             topk: backfill.topk,
-            values: views[routes] as RoutedExpertsColumn['values'],
+            values: view<RoutedExpertsColumn['values']>(index.routedExperts)!,
           },
-    invalidToolCallMask: withMasks ? (views[invalid] as Uint8Array) : null,
-    malformedThinkingMask: withMasks ? (views[malformed] as Uint8Array) : null,
-    promptIds: views[prompt] as BigInt64Array,
-    mediaValues: mediaViews.map((k) => views[k]!),
-    violationCounts: group.rows.map((r, row) => ({
-      ...r.violation_counts,
-      num_routed_experts_backfilled: backfill === null ? 0 : backfill.backfilled[row]!,
-    })),
+    invalidToolCallMask: view<Uint8Array>(index.invalidToolCallMask),
+    malformedThinkingMask: view<Uint8Array>(index.malformedThinkingMask),
+    promptIds: view<BigInt64Array>(index.promptIds)!,
+    mediaValues: index.media.map((k) => views[k]!),
+    violationCounts,
   };
+}
+
+/**
+ * Writes the dense per-row fields and `input_lengths` into their views (they
+ * are built small, then copied: N elements each) and returns those views.
+ */
+export function writeRowFields(p: TrainBatchPlan, group: PenalizedGroup): RowFields & { inputLengths: Int32Array } {
+  const view = <T extends TypedArray>(k: number) => p.views[k] as T;
+  const built = buildRowFields(group);
+  const inputLengths = view<Int32Array>(p.index.inputLengths);
+  inputLengths.set(p.inputLengths);
+  const sampleMask = view<Float32Array>(p.index.sampleMask);
+  sampleMask.set(built.sampleMask);
+  const totalReward = view<Float32Array>(p.index.totalReward);
+  totalReward.set(built.totalReward);
+  const truncated = view<Uint8Array>(p.index.truncated);
+  truncated.set(built.truncated);
+  let maskSample: Uint8Array | null = null;
+  if (built.maskSample !== null) {
+    maskSample = view<Uint8Array>(p.index.maskSample);
+    maskSample.set(built.maskSample);
+  }
+  const rewardColumns = built.rewardColumns.map((col, k) => {
+    const values = view<Float32Array>(p.index.rewards[k]!);
+    values.set(col.values);
+    return { name: col.name, values };
+  });
+  return { inputLengths, sampleMask, totalReward, maskSample, truncated, rewardColumns };
 }

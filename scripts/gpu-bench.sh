@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared run of the trainer client's GPU benchmark on a lent GPU box
 # (PyTorch installed; no Node, no network; run from the repo root or anywhere).
-# Installs nothing: it only puts python/src on PYTHONPATH. Then it runs
+# Installs nothing: it only puts python/src and python/bench on PYTHONPATH. Then it runs
 #   python -m rollout_stream bench --device $DEVICE
 # for a text-only group shape and a routed-experts shape, and writes the
 # combined output to $OUT/gpu-bench.txt when $OUT is set (stdout always).
@@ -29,7 +29,7 @@ if [[ -z "${PYTHON:-}" ]]; then
     PYTHON="$(command -v python3 || command -v python)"
   fi
 fi
-export PYTHONPATH="$ROOT/python/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT/python/src:$ROOT/python/bench${PYTHONPATH:+:$PYTHONPATH}"
 if [[ "$DEVICE" == cpu ]]; then  # 2 shared cores: keep it to seconds
   TEXT_GROUPS="${TEXT_GROUPS:-2}" ROUTES_GROUPS="${ROUTES_GROUPS:-1}" REPEAT="${REPEAT:-3}"
 else

@@ -94,3 +94,12 @@ def media_group(group_id: str = "mm-1") -> dict:
     rec = packed_record(group_id, "b", fields, tags)
     rec["_expected"] = {"segments": seg}
     return rec
+
+
+def versioned_group(group_id: str, weight_version: int, batch_id: str = "batch-7", lengths=(3, 1)) -> dict:
+    """A small text group (``clean``ed) whose rows all carry ``weight_version``, in ``batch_id``."""
+    rec = clean(text_group(group_id, lengths=lengths))
+    for t in rec["tags"]:
+        t["weight_version"] = weight_version
+    rec["batch_id"] = batch_id
+    return rec

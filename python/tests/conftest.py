@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -22,6 +23,8 @@ from rollout_stream import DEFAULT_BROKERS, DEFAULT_REGISTRY_URL
 from rollout_stream.encode import load_packed_schema, packed_schema_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The benchmarks live outside the installed package (python/bench); their tests import them from there.
+sys.path.insert(0, str(REPO_ROOT / "python" / "bench"))
 
 
 @pytest.fixture(scope="session")
@@ -107,3 +110,27 @@ def packed_topic(kafka_env: KafkaEnv, packed_schema_text: str):
             fut.result(timeout=30)
         except Exception:
             pass
+
+
+@pytest.fixture
+def packed_topics(kafka_env: KafkaEnv, packed_schema_text: str):
+    """Factory ``make(partitions=1, suffix="rollout.packed") -> (topic, schema_id)``: fresh topics, deleted afterwards."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_env.brokers})
+    made: list[str] = []
+
+    def make(partitions: int = 1, suffix: str = "rollout.packed") -> tuple[str, int]:
+        topic = f"pytest.{uuid.uuid4().hex[:12]}.{suffix}"
+        for fut in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
+            fut.result(timeout=30)
+        made.append(topic)
+        return topic, kafka_env.register(f"{topic}-value", packed_schema_text)
+
+    yield make
+    if made:
+        for fut in admin.delete_topics(made).values():
+            try:
+                fut.result(timeout=30)
+            except Exception:
+                pass

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from fake_producer import FakeProducer
-from rollout_stream import bench_publish, bench_publish_inputs, cli
+from rollout_stream import cli
+from rollout_stream_bench import bench, bench_publish, bench_publish_inputs
 from rollout_stream.errors import BrokerUnavailableError
 from rollout_stream.publisher import RolloutPublisher, producer_settings
 
@@ -116,7 +117,7 @@ def test_the_publish_subcommand_parses_its_own_options_and_leaves_the_decode_ben
     defaults = parse(["bench", "publish"])
     assert (defaults.profile, defaults.rows, defaults.repeat, defaults.partitions, defaults.input) == ("both", None, 7, 4, None)
     seen = {}
-    monkeypatch.setattr(cli.bench, "run", lambda a: seen.setdefault("decode", (a.bench_command, a.rows)) and 0)
+    monkeypatch.setattr(bench, "run", lambda a: seen.setdefault("decode", (a.bench_command, a.rows)) and 0)
     cli.main(["bench", "--rows", "5"])
     assert seen["decode"] == (None, 5)
 

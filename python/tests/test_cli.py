@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_bench_prints_rates_and_ends_with_the_ratio_line():
@@ -33,6 +34,37 @@ def test_bench_breakdown_times_each_step_and_still_ends_with_the_ratio_line():
     assert any(re.fullmatch(r"ceiling \(copy / passes\): \d+\.\d+", l) for l in lines)
     assert sum("decode-only loop jagged=" in l and "page faults/group" in l for l in lines) == 2
     assert re.fullmatch(r"ratio decode/copy: \d+\.\d+", lines[-1])
+
+
+def test_bench_skip_stale_times_the_header_skip_against_decoding_and_ends_with_the_ratio_line():
+    out = subprocess.run(
+        [sys.executable, "-m", "rollout_stream", "bench", "--skip-stale", "--groups", "4", "--rows", "4",
+         "--min-tokens", "64", "--max-tokens", "128", "--repeat", "2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert "half stale" in lines[0]
+    for name in ("stream decode", "stream skip", "stale decode", "stale skip"):
+        assert any(re.match(rf"{name} +\d+\.\d groups/s +\d+\.\d us/group", l) for l in lines), name
+    assert re.fullmatch(r"stream ratio skip/decode: \d+\.\d\d  \(.*\)", lines[-2])
+    assert re.fullmatch(r"ratio skip/decode: \d+\.\d", lines[-1])
+
+
+def test_without_the_bench_folder_bench_says_where_the_benches_are():
+    code = (
+        "import sys; from pathlib import Path; sys.path = [p for p in sys.path if not p.endswith('python/bench')]; "
+        "import rollout_stream.cli as c; c.BENCH_DIR = Path('/nonexistent'); sys.exit(c.main(['bench']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "python/bench/rollout_stream_bench" in out.stderr
+
+
+def test_the_library_package_ships_no_bench_module():
+    import rollout_stream
+
+    src = Path(rollout_stream.__file__).parent
+    assert not [p.name for p in src.glob("*bench*")]
 
 
 def test_unknown_command_is_a_usage_error():

@@ -29,7 +29,7 @@ def test_murmur2_is_a_signed_32_bit_int_for_every_tail_length():
         assert -(2**31) <= h < 2**31
 
 
-# What streams/partitioner.ts (kafkajs's DefaultPartitioner arithmetic) computed for these keys,
+# What streams/topics/partitioner.ts (kafkajs's DefaultPartitioner arithmetic) computed for these keys,
 # multi-byte UTF-8 and the empty key included: [murmur2, partitions for n = 1, 3, 4, 12, 64].
 TYPESCRIPT = {
     "vec-group/ü-2": (-672532266, [0, 2, 2, 2, 22]),

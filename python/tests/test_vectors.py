@@ -178,7 +178,7 @@ def _wire_dtypes(value: bytes, schema: dict) -> dict[str, str]:
 
 @pytest.mark.parametrize("name", [p[0] for p in vector_pairs()])
 def test_the_python_writer_writes_the_typescript_bytes(name):
-    """encode_packed_value mirrors streams/packed-writer.ts: same pads, same bytes."""
+    """encode_packed_value mirrors streams/codecs/packed-writer.ts: same pads, same bytes."""
     from rollout_stream.encode import encode_packed_value
 
     value = (VECTORS / f"{name}.avro").read_bytes()

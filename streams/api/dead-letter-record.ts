@@ -23,4 +23,6 @@ export interface DeadLetterRecord {
   missing_row_indices: number[];
   records: SourceRecord[];
   produced_at: number;
+  /** Not in the Avro record: the group's weight version when the stage knows it, for the `weight_version` header. */
+  weight_version?: number | null;
 }

@@ -75,6 +75,13 @@ export interface Stage {
   /** Every topic this stage may write (for producer metadata and size checks). */
   outputTopics: string[];
   createProcessor(partition: number): PartitionProcessor;
+  /**
+   * Called by the runtime with each value of `messages` this stage produced,
+   * once the transaction that carried it has settled (committed, or aborted
+   * with its sends finished): the client holds the buffer no more, so the
+   * stage may reuse its memory (pack's output pool).
+   */
+  release?(value: Buffer): unknown;
 }
 
 /** The source coordinates of an input record, as carried by dead letters. */

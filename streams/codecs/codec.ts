@@ -9,6 +9,8 @@ import avro from 'avsc';
 import { avroSchema, type RecordKind } from '../../schemas/index.js';
 import type { MetricsRecord, PackedGroup, PenalizedGroup, PromptGroup } from '../../processors/types.js';
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
+import type { PackMemory } from '../../processors/slab.js';
+import { type ValuePool, packFramed } from './framed-pack-target.js';
 import { packedFromAvro, packedToAvro, type PackedWire } from './packed-mapping.js';
 import { encodeAlignedPacked } from './packed-writer.js';
 import {
@@ -39,7 +41,7 @@ const identity = { toAvro: (v: any) => v, fromAvro: (o: any) => o };
 
 /** Offsets are strings in memory (never JS numbers in our API) and Avro longs on the wire. */
 const deadLetterMapping: Mapping<DeadLetterRecord> = {
-  toAvro: (d) => ({ ...d, records: d.records.map((r) => ({ ...r, offset: Number(r.offset) })) }),
+  toAvro: ({ weight_version: _wv, ...d }) => ({ ...d, records: d.records.map((r) => ({ ...r, offset: Number(r.offset) })) }),
   fromAvro: (o) => ({ ...o, records: o.records.map((r: any) => ({ ...r, offset: String(r.offset) })) }),
 };
 
@@ -92,13 +94,28 @@ export class AvroBodyCodec<K extends RecordKind> {
    * (packed-writer.ts); the body is the same Avro either way.
    */
   encodeFramed(value: RecordTypes[K], schemaId: number): Buffer {
-    const obj = this.mapping.toAvro(value, this.options);
-    if (this.kind === 'packed') return encodeAlignedPacked(this.type, obj, schemaId);
-    const body = this.type.toBuffer(obj);
+    if (this.kind === 'packed') return encodeAlignedPacked(this.type, value as PackedGroup, this.packedWire, schemaId);
+    const body = this.type.toBuffer(this.mapping.toAvro(value, this.options));
     const out = Buffer.allocUnsafe(HEADER_BYTES + body.length);
     writeHeader(out, schemaId);
     body.copy(out, HEADER_BYTES);
     return out;
+  }
+
+  /**
+   * Packed only: the framed value of the group `pack` packs (`pack` passes
+   * the memory it is given to `packGroup`), built in `pool`'s memory with no
+   * copy after packing on the trainer wire (framed-pack-target.ts). Same
+   * bytes as `encodeFramed` of that group. The value's buffer stays taken
+   * until given back to `pool` — only once nobody holds the value any more.
+   */
+  packFramed(pack: (memory: PackMemory) => PackedGroup, schemaId: number, pool: ValuePool): Buffer {
+    if (this.kind !== 'packed') throw new Error(`packFramed is for packed values, not ${this.kind}`);
+    return packFramed(this.type, this.packedWire, schemaId, pool, pack);
+  }
+
+  private get packedWire(): PackedWire {
+    return this.options.packedWire ?? 'trainer';
   }
 
   /** Decodes `bytes[offset..]` with `resolver` (writer ≠ reader) when given; throws UndecodableError. */
@@ -145,6 +162,12 @@ export class TopicCodec<K extends RecordKind> extends AvroBodyCodec<K> {
   encode(value: RecordTypes[K]): Buffer {
     if (this.writerId < 0) throw new Error(`codec for ${this.subject} used before init()`);
     return this.encodeFramed(value, this.writerId);
+  }
+
+  /** `packFramed` with the registered schema id. */
+  packValue(pack: (memory: PackMemory) => PackedGroup, pool: ValuePool): Buffer {
+    if (this.writerId < 0) throw new Error(`codec for ${this.subject} used before init()`);
+    return this.packFramed(pack, this.writerId, pool);
   }
 
   /** Decodes a framed value; throws UndecodableError for anything that is not one of ours. */

@@ -46,31 +46,73 @@ export type PackedWire = 'trainer' | 'narrow';
 
 const NO_PAD = Buffer.alloc(0);
 
-function objectBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Array } {
-  return { wire_dtype: 'object', bytes: Buffer.from(JSON.stringify(Array.from(field.values as any)), 'utf8') };
+/**
+ * How one field's values travel: their element type on the wire, their byte
+ * length, and `write`, which puts exactly those bytes into `out` (a slot of
+ * `byteLength` bytes, e.g. inside the framed value being built). `bytes` is
+ * set when the wire bytes already exist as they are (no narrowing): then
+ * `write` is a plain copy of them.
+ */
+export interface WireValues {
+  wire_dtype: string;
+  byteLength: number;
+  bytes: Uint8Array | null;
+  write(out: Uint8Array): void;
 }
 
-function narrowedBytes(field: PackedField): { wire_dtype: string; bytes: Uint8Array } {
-  if (field.dtype === 'object') return objectBytes(field);
-  if (field.dtype === 'bool') return { wire_dtype: 'uint8', bytes: bytesOf(field.values) };
+function asIs(wire_dtype: string, bytes: Uint8Array): WireValues {
+  return { wire_dtype, byteLength: bytes.byteLength, bytes, write: (out) => out.set(bytes) };
+}
+
+/** `length` elements of `dtype` written by `fill` into a typed view of `out` (a temporary when `out` is misaligned). */
+function converted(wire_dtype: DType, length: number, fill: (dst: TypedArray) => void): WireValues {
+  const ctor = TYPED_ARRAY_CLASSES[wire_dtype];
+  const byteLength = length * ctor.BYTES_PER_ELEMENT;
+  return {
+    wire_dtype,
+    byteLength,
+    bytes: null,
+    write(out) {
+      if (out.byteOffset % ctor.BYTES_PER_ELEMENT === 0) {
+        fill(new ctor(out.buffer as ArrayBuffer, out.byteOffset, length));
+        return;
+      }
+      const tmp = new ctor(length);
+      fill(tmp);
+      out.set(bytesOf(tmp));
+    },
+  };
+}
+
+/** The wire form of a field's values (`pack.wire_dtypes`). */
+export function wireValues(field: PackedField, wire: PackedWire): WireValues {
+  if (field.dtype === 'object') return asIs('object', Buffer.from(JSON.stringify(Array.from(field.values as any)), 'utf8'));
+  if (wire === 'trainer') return asIs(field.dtype, bytesOf(field.values));
+  if (field.dtype === 'bool') return asIs('uint8', bytesOf(field.values));
   if (field.dtype === 'int64') {
     const values = field.values as BigInt64Array;
-    const wire = narrowInt64(values);
-    if (wire === 'int64') return { wire_dtype: wire, bytes: bytesOf(values) };
+    const narrow = narrowInt64(values);
+    if (narrow === 'int64') return asIs(narrow, bytesOf(values));
     const w = int64Words(values);
-    const out = wire === 'uint8' ? new Uint8Array(values.length) : new Int32Array(values.length);
-    for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = w[j]!;
-    return { wire_dtype: wire, bytes: bytesOf(out) };
+    return converted(narrow, values.length, (out) => {
+      for (let i = 0, j = 0; i < out.length; i++, j += 2) out[i] = w[j]!;
+    });
   }
   if (field.dtype === 'int16' || field.dtype === 'int32') {
     const values = field.values as Int16Array | Int32Array;
-    const wire = narrowSmallInt(values, field.dtype);
-    if (wire === field.dtype) return { wire_dtype: wire, bytes: bytesOf(values) };
-    const out = new TYPED_ARRAY_CLASSES[wire](values.length);
-    (out as Int16Array).set(values);
-    return { wire_dtype: wire, bytes: bytesOf(out) };
+    const narrow = narrowSmallInt(values, field.dtype);
+    if (narrow === field.dtype) return asIs(narrow, bytesOf(values));
+    return converted(narrow, values.length, (out) => (out as Int16Array).set(values));
   }
-  return { wire_dtype: field.dtype, bytes: bytesOf(field.values) };
+  return asIs(field.dtype, bytesOf(field.values));
+}
+
+/** The wire bytes themselves: a view when they exist as they are, else written into fresh memory. */
+function materialize(v: WireValues): Uint8Array {
+  if (v.bytes !== null) return v.bytes;
+  const out = Buffer.allocUnsafe(v.byteLength);
+  v.write(out);
+  return out;
 }
 
 /** Smallest exact wire dtype for int16/int32 values: uint8, int8, int16 or the dtype itself. */
@@ -111,9 +153,11 @@ export function widen(dtype: DType, wireDtype: DType, bytes: Uint8Array): TypedA
   throw new UndecodableError(`cannot widen wire dtype ${wireDtype} to ${dtype}`);
 }
 
-function fieldToAvro(f: PackedField, wire: PackedWire): AvroObject {
-  const { wire_dtype, bytes } =
-    wire === 'narrow' ? narrowedBytes(f) : f.dtype === 'object' ? objectBytes(f) : { wire_dtype: f.dtype, bytes: bytesOf(f.values) };
+/**
+ * A field's Avro record with empty `pad` and `values`: everything the encoder
+ * writes before the values (`packed-writer.ts` measures and places it).
+ */
+export function fieldHeadToAvro(f: Omit<PackedField, 'values'>, wire_dtype: string): AvroObject {
   return {
     name: f.name,
     dtype: f.dtype,
@@ -122,8 +166,13 @@ function fieldToAvro(f: PackedField, wire: PackedWire): AvroObject {
     shape: f.shape,
     offsets: f.offsets ? bytesOf(f.offsets) : null,
     pad: NO_PAD,
-    values: bytes,
+    values: NO_PAD,
   };
+}
+
+function fieldToAvro(f: PackedField, wire: PackedWire): AvroObject {
+  const v = wireValues(f, wire);
+  return { ...fieldHeadToAvro(f, v.wire_dtype), values: materialize(v) };
 }
 
 function fieldFromAvro(o: AvroObject): PackedField {
@@ -149,14 +198,19 @@ function tagsToAvro(t: PackedRowTags): AvroObject {
   return { ...t, row_shapes: t.row_shapes ?? {} };
 }
 
-export function packedToAvro(g: PackedGroup, wire: PackedWire = 'trainer'): AvroObject {
+/** The group's Avro record without its fields (`fields: []`): ids and tags. */
+export function packedHeaderToAvro(g: Omit<PackedGroup, 'fields'>): AvroObject {
   return {
     group_id: g.group_id,
     batch_id: g.batch_id,
     sample_ids: g.sample_ids,
     tags: g.tags.map(tagsToAvro),
-    fields: g.fields.map((f) => fieldToAvro(f, wire)),
+    fields: [],
   };
+}
+
+export function packedToAvro(g: PackedGroup, wire: PackedWire = 'trainer'): AvroObject {
+  return { ...packedHeaderToAvro(g), fields: g.fields.map((f) => fieldToAvro(f, wire)) };
 }
 
 export function packedFromAvro(o: AvroObject): PackedGroup {

@@ -39,6 +39,12 @@ export class RuntimeMetrics {
   readonly restoreSeconds = new Histogram({ name: `${P}restore_seconds`, help: 'State restore time', labelNames: ['stage'], registers: [this.registry] });
   readonly consumerLag = new Gauge({ name: `${P}consumer_lag_records`, help: 'Records behind the end of the input topic', labelNames: ['stage'], registers: [this.registry] });
   readonly openGroups = new Gauge({ name: `${P}open_groups`, help: 'Groups waiting for rows (accumulate)', registers: [this.registry] });
+  readonly openWeightVersion = new Gauge({
+    name: `${P}open_weight_version`,
+    help: 'Oldest (bound=min) and newest (bound=max) weight version among the rows of the groups a stage holds open',
+    labelNames: ['stage', 'bound'],
+    registers: [this.registry],
+  });
   readonly openBatches = new Gauge({ name: `${P}open_batches`, help: 'Batches the batch-metrics aggregator holds open (waiting for their groups and partitions)', registers: [this.registry] });
 }
 

@@ -274,6 +274,16 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     }
     metrics.openGroups.set(open);
     metrics.openBatches.set(batches);
+    for (const r of runners) {
+      const g = r.gauges();
+      if (g.open_weight_version_min === undefined || g.open_weight_version_max === undefined) {
+        metrics.openWeightVersion.remove({ stage: r.stageName, bound: 'min' });
+        metrics.openWeightVersion.remove({ stage: r.stageName, bound: 'max' });
+        continue;
+      }
+      metrics.openWeightVersion.set({ stage: r.stageName, bound: 'min' }, g.open_weight_version_min);
+      metrics.openWeightVersion.set({ stage: r.stageName, bound: 'max' }, g.open_weight_version_max);
+    }
   }, 1000);
   const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () =>
     healthReport(

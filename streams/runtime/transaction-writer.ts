@@ -1,15 +1,32 @@
 /**
- * Splitting one transaction's messages into produce requests that stay under
+ * One transaction of one input partition (Kafka Streams' RecordCollector):
+ * each step's outputs, dead letters and changelog records, with size limits
+ * enforced, sent in chunks under the broker's request size; records for the
+ * next fused stage pinned to the input partition and handed back with their
+ * offsets; the consumer groups' offsets; the commit, and the metrics of what
+ * it committed. Once the transaction has settled (committed or aborted) the
+ * values it carried are handed to their stage's `release` (pack recycles
+ * their memory then, never while the client may still hold them).
+ */
+import type { DeadLetterRecord } from '../api/dead-letter-record.js';
+import { recordHeaders } from '../api/headers.js';
+import type { InputRecord, Stage, StageOutput } from '../api/stage.js';
+import type { TopicCodec } from '../codecs/codec.js';
+import type { OutgoingRecord, TransactionalSink } from '../kafka/types.js';
+import type { RuntimeMetrics } from './metrics.js';
+
+/**
+ * Splits one transaction's messages into produce requests that stay under
  * the broker's request size (socket.request.max.bytes = 2 × message.max.bytes
  * in our broker config): each chunk carries at most `maxMessageBytes` bytes of
  * values, or a single message.
  */
-export function splitBySize<T extends { message: { value: Buffer | null } }>(items: T[], maxMessageBytes: number): T[][] {
+export function splitBySize<T extends { value: Buffer | null }>(items: T[], maxMessageBytes: number): T[][] {
   const chunks: T[][] = [];
   let current: T[] = [];
   let bytes = 0;
   for (const item of items) {
-    const size = (item.message.value?.length ?? 0) + 256;
+    const size = (item.value?.length ?? 0) + 256;
     if (current.length > 0 && bytes + size > maxMessageBytes) {
       chunks.push(current);
       current = [];
@@ -20,4 +37,174 @@ export function splitBySize<T extends { message: { value: Buffer | null } }>(ite
   }
   if (current.length > 0) chunks.push(current);
   return chunks;
+}
+
+/** One stage's part of a transaction: what it produced from which inputs. */
+export interface Step {
+  stage: Stage;
+  out: StageOutput;
+  sources: InputRecord[];
+}
+
+export interface TransactionWriterOptions {
+  /** The chain's name for the transaction metrics (`accumulate`, or `accumulate+postprocess+pack`). */
+  chainName: string;
+  deadLetterTopic: string;
+  deadLetterCodec: TopicCodec<'deadLetter'>;
+  maxMessageBytes: number;
+  metrics: RuntimeMetrics;
+}
+
+/** What one step will count in /metrics once the transaction committed. */
+interface StepTally {
+  stage: string;
+  out: StageOutput;
+  messages: StageOutput['messages'];
+  deadLetters: DeadLetterRecord[];
+}
+
+export class TransactionWriter {
+  constructor(private readonly o: TransactionWriterOptions) {}
+
+  /** Opens a transaction on `sink` for input partition `partition`. */
+  async begin(sink: TransactionalSink, partition: number): Promise<OpenTransaction> {
+    await sink.begin();
+    return new OpenTransaction(this.o, sink, partition);
+  }
+}
+
+export class OpenTransaction {
+  private readonly t0 = performance.now();
+  private lap = this.t0;
+  private readonly phases: Array<[stage: string, phase: string, seconds: number]> = [];
+  private readonly tallies: StepTally[] = [];
+  private readonly inputs: Array<[string, number]> = [];
+  private readonly offsets: Array<{ stage: string; groupId: string; topic: string; offset: string }> = [];
+  /** Values sent per stage, for the stage's `release` after the transaction settled. */
+  private readonly carried = new Map<Stage, Buffer[]>();
+
+  constructor(
+    private readonly o: TransactionWriterOptions,
+    private readonly sink: TransactionalSink,
+    readonly partition: number,
+  ) {}
+
+  /** Times the phase that just ended (send, process, send_offsets, commit) for `stage`. */
+  phase(stage: string, name: string): void {
+    const now = performance.now();
+    this.phases.push([stage, name, (now - this.lap) / 1000]);
+    this.lap = now;
+  }
+
+  /** Counts `n` input records of a fused downstream stage (recorded at commit). */
+  countInputs(stage: string, n: number): void {
+    this.inputs.push([stage, n]);
+  }
+
+  /** The input offset (next to read) of `groupId` on this partition, committed with the transaction. */
+  addOffset(stage: string, groupId: string, topic: string, offset: string): void {
+    this.offsets.push({ stage, groupId, topic, offset });
+  }
+
+  /**
+   * Sends one step's outputs. Records for `pinTopic` (fused mode: the next
+   * stage's input) go to this partition and come back as that stage's input
+   * records, with the offsets the broker gave them.
+   */
+  async send(step: Step, pinTopic?: string): Promise<InputRecord[]> {
+    const { stage, out, sources } = step;
+    const { messages, deadLetters } = this.enforceSizes(out, sources, stage.name);
+    this.tallies.push({ stage: stage.name, out, messages, deadLetters });
+    const carried = this.carried.get(stage) ?? this.carried.set(stage, []).get(stage)!;
+    for (const m of out.messages) carried.push(m.value);
+    const changelogTopic = stage.changelogTopic;
+    const partition = this.partition;
+    const all: OutgoingRecord[] = [
+      ...messages.map((m) => ({ topic: m.topic, key: m.key, value: m.value, ...(m.topic === pinTopic ? { partition } : {}), ...(m.headers ? { headers: m.headers } : {}) })),
+      ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d), headers: recordHeaders(d.batch_id, d.weight_version) })),
+      ...(changelogTopic ? out.changelog.map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
+    ];
+    const written: InputRecord[] = [];
+    for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
+      const positions = await this.sink.send(chunk);
+      if (pinTopic === undefined) continue;
+      const now = Date.now();
+      chunk.forEach((r, i) => {
+        if (r.topic !== pinTopic) return;
+        const at = positions[i]!;
+        written.push({ topic: pinTopic, partition, offset: at.offset, key: Buffer.from(r.key as string), value: r.value, timestamp: now });
+      });
+    }
+    return written;
+  }
+
+  /** Sends the groups' offsets and commits; records the metrics of what committed. */
+  async commit(): Promise<void> {
+    for (const o of this.offsets) {
+      await this.sink.sendOffsets(o.groupId, [{ topic: o.topic, partition: this.partition, offset: o.offset }]);
+      this.phase(o.stage, 'send_offsets');
+    }
+    await this.sink.commit();
+    this.phase(this.o.chainName, 'commit');
+    const m = this.o.metrics;
+    m.transactionSeconds.observe({ stage: this.o.chainName }, (performance.now() - this.t0) / 1000);
+    for (const [stage, name, seconds] of this.phases) m.transactionPhaseSeconds.observe({ stage, phase: name }, seconds);
+    for (const [stage, n] of this.inputs) m.recordsIn.inc({ stage }, n);
+    for (const t of this.tallies) {
+      for (const msg of t.messages) m.recordsOut.inc({ stage: t.stage, topic: msg.topic });
+      for (const d of t.deadLetters) m.deadLetters.inc({ stage: t.stage, reason: d.reason });
+      for (const [k, v] of Object.entries(t.out.counters ?? {})) m.events.inc({ stage: t.stage, event: k }, v);
+    }
+  }
+
+  /** After a failure: aborts when the sink still can (a fenced or failed sink is only closed, by its task). */
+  async abort(): Promise<void> {
+    if (this.sink.state === 'in_transaction' || this.sink.state === 'abortable_error') await this.sink.abort().catch(() => undefined);
+  }
+
+  /** The transaction is over, committed or not: every value it carried goes back to its stage. */
+  settle(): void {
+    for (const [stage, values] of this.carried) if (stage.release) for (const v of values) stage.release(v);
+    this.carried.clear();
+  }
+
+  /**
+   * A record over the size limit would fail the whole transaction and stall
+   * the partition; it becomes a `record_too_large` dead letter instead (and a
+   * dead letter that is itself too large keeps coordinates, not payloads).
+   */
+  private enforceSizes(out: StageOutput, sources: InputRecord[], stageName: string): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
+    const limit = this.o.maxMessageBytes - 4096;
+    const messages: StageOutput['messages'] = [];
+    const deadLetters = [...out.deadLetters];
+    for (const m of out.messages) {
+      if (m.value.length <= limit) {
+        messages.push(m);
+        continue;
+      }
+      deadLetters.push({
+        reason: 'record_too_large',
+        message: `${stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
+        stage: stageName,
+        group_id: m.key,
+        batch_id: null,
+        row_indices: [],
+        missing_row_indices: [],
+        records: sources.map((r) => ({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: null })),
+        produced_at: Date.now(),
+      });
+    }
+    return {
+      messages,
+      deadLetters: deadLetters.map((d) => {
+        const size = d.records.reduce((n, r) => n + (r.value?.length ?? 0), 0);
+        if (size <= limit) return d;
+        return {
+          ...d,
+          message: `${d.message} [original payloads omitted: ${size} bytes exceed the record size limit; read them at the source offsets]`,
+          records: d.records.map((r) => ({ ...r, value: null })),
+        };
+      }),
+    };
+  }
 }

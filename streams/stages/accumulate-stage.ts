@@ -18,6 +18,7 @@ import { ingestGymResult } from '../../processors/gym-ingest.js';
 import type { DeadLetterDecision, GymResult, RolloutRow } from '../../processors/types.js';
 import type { ResolvedIngestConfig } from '../../processors/ingest-config.js';
 import { encodeProgress } from './batch-progress.js';
+import { recordHeaders } from '../api/headers.js';
 import { assembleGroupValue } from '../codecs/group-assembly.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import type { SourceRecord } from '../api/dead-letter-record.js';
@@ -208,6 +209,7 @@ class AccumulateProcessor implements PartitionProcessor {
         topic: this.deps.topics.batchProgress,
         key: batch,
         value: encodeProgress({ type: 'partition_closed', batch_id: batch, partition: this.partition, partitions: this.deps.inputPartitions, emitted }),
+        headers: recordHeaders(batch),
       });
       for (const g of emitted) out.changelog.push({ key: emittedKey(batch, g), value: null });
       out.changelog.push({ key: reportedKey(batch), value: Buffer.from('1') });
@@ -216,8 +218,17 @@ class AccumulateProcessor implements PartitionProcessor {
     }
   }
 
+  /** Open groups, and the oldest and newest weight version among their rows (the spread the trainer will see). */
   gauges(): Record<string, number> {
-    return { open_groups: this.state.pending.size };
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const g of this.state.pending.values()) {
+      for (const r of g.rows.values()) {
+        if (r.row.weight_version < lo) lo = r.row.weight_version;
+        if (r.row.weight_version > hi) hi = r.row.weight_version;
+      }
+    }
+    return { open_groups: this.state.pending.size, ...(lo <= hi ? { open_weight_version_min: lo, open_weight_version_max: hi } : {}) };
   }
 
   private sourceFor(payload: Uint8Array): SourceRecord {
@@ -237,7 +248,7 @@ class AccumulateProcessor implements PartitionProcessor {
       const value =
         assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ??
         this.deps.groupCodec.encode(group);
-      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value });
+      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
       this.emitted(group.batch_id).add(group.group_id);
       out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });
     }

@@ -12,6 +12,7 @@ import { computeBatchMetrics, type MetricRow, type ResolvedPostprocessConfig } f
 import { batchOfKey, decodeProgress, encodeProgress, progressKey, type BatchProgress } from './batch-progress.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import { emptyOutput, type ChangelogRecord, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
+import { recordHeaders } from '../api/headers.js';
 import type { TopicNames } from '../topics/names.js';
 
 export interface BatchMetricsStageDeps {
@@ -104,6 +105,7 @@ class BatchMetricsProcessor implements PartitionProcessor {
       out.messages.push({
         topic: this.deps.topics.metrics,
         key: batchId,
+        headers: recordHeaders(batchId),
         value: this.deps.metricsCodec.encode({
           scope: 'batch',
           group_id: null,

@@ -11,6 +11,7 @@ import { PackError } from '../../processors/pack-error.js';
 import { SlabPool } from '../../processors/slab.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
+import { recordHeaders } from '../api/headers.js';
 import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics/names.js';
 
@@ -23,17 +24,35 @@ export interface PackStageDeps {
   slabPool?: SlabPool;
 }
 
-/** The most free output memory the pack stage keeps for reuse, for all its partitions together (README "Sizing"). */
-export const PACK_SLAB_POOL_BYTES = 256 * 1024 * 1024;
+/**
+ * The most free output memory the pack stage keeps for reuse, for all its
+ * partitions together (README "Sizing"); one group's value up to this size
+ * is recycled. Values still held by the producer are not counted here.
+ */
+export const PACK_SLAB_POOL_BYTES = 512 * 1024 * 1024;
 
-export function packStage(deps: PackStageDeps): Stage {
+/** The pack stage, and the hook that gives a packed value's memory back once the producer let go of it. */
+export interface PackStage extends Stage {
+  /**
+   * Call once the transaction that carried `value` (an `out.messages[i].value`
+   * of this stage) committed or aborted with its sends acknowledged: its
+   * buffer then goes back to the pool for a later group. Not calling it is
+   * safe (the GC frees the buffer, the next group takes fresh memory);
+   * calling it early is not. A second or stale call is ignored.
+   * @returns whether the buffer came back.
+   */
+  release(value: Buffer): boolean;
+}
+
+export function packStage(deps: PackStageDeps): PackStage {
   const { topics } = deps;
   // Output memory is recycled between groups: fresh pages cost more than
-  // the packing itself (bench/README.md). One pool for every partition of
-  // the process: a group's slab is taken and released without an await in
-  // between (encode() copies), so partitions never hold a slab at once.
+  // the packing itself (bench/README.md). The packer writes each group
+  // straight into its framed value (packFramed), in a buffer from one pool
+  // for every partition of the process, lent to the producer until release().
   const pool = deps.slabPool ?? new SlabPool(PACK_SLAB_POOL_BYTES);
   return {
+    release: (value) => pool.settle(value),
     name: 'pack',
     inputTopic: topics.penalized,
     outputTopics: [topics.packed, topics.deadLetter],
@@ -42,9 +61,9 @@ export function packStage(deps: PackStageDeps): Stage {
         async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
           const out = emptyOutput();
           await forEachDecoded(records, deps.penalizedCodec, 'pack', out, nowMs, (group, source) => {
-            let packed;
+            let value;
             try {
-              packed = packGroup(group, deps.config, pool.source);
+              value = deps.packedCodec.packValue((memory) => packGroup(group, deps.config, memory), pool);
             } catch (e) {
               if (!(e instanceof PackError)) throw e;
               out.deadLetters.push({
@@ -57,12 +76,12 @@ export function packStage(deps: PackStageDeps): Stage {
                 missing_row_indices: [],
                 records: [source],
                 produced_at: nowMs,
+                weight_version: group.weight_version,
               });
               return;
             }
-            const value = deps.packedCodec.encode(packed);
-            pool.release(packed);
-            out.messages.push({ topic: topics.packed, key: group.group_id, value });
+            pool.lend(value);
+            out.messages.push({ topic: topics.packed, key: group.group_id, value, headers: recordHeaders(group.batch_id, group.weight_version) });
           });
           return out;
         },

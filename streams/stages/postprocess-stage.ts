@@ -10,6 +10,7 @@ import { encodeProgress, type BatchProgress } from './batch-progress.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import { deadLetterRecord } from '../api/dead-letters.js';
 import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
+import { recordHeaders } from '../api/headers.js';
 import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics/names.js';
 
@@ -32,17 +33,20 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
         const out = emptyOutput();
         await forEachDecoded(records, deps.groupCodec, 'postprocess', out, nowMs, (group, source) => {
           const result = postprocessGroup(group, deps.config);
-          const progress = (p: BatchProgress) => out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress(p) });
+          const weightVersion = group.rows[0]?.weight_version ?? null;
+          const progress = (p: BatchProgress) => out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress(p), headers: recordHeaders(group.batch_id) });
           if (!result.ok) {
-            out.deadLetters.push(deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs));
+            out.deadLetters.push({ ...deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs), weight_version: weightVersion });
             progress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id });
             return;
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
-          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized) });
+          const headers = recordHeaders(group.batch_id, result.penalized.weight_version);
+          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized), headers });
           out.messages.push({
             topic: topics.metrics,
             key: group.batch_id,
+            headers,
             value: deps.metricsCodec.encode({
               scope: 'group',
               group_id: group.group_id,
@@ -58,7 +62,14 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
         // Batch metrics wait for every group of a batch: tell them this one failed.
         const out = emptyOutput();
         const group = record.value ? await deps.groupCodec.decode(record.value).catch(() => null) : null;
-        if (group) out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id }) });
+        if (group) {
+          out.messages.push({
+            topic: topics.batchProgress,
+            key: group.batch_id,
+            value: encodeProgress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id }),
+            headers: recordHeaders(group.batch_id),
+          });
+        }
         return out;
       },
     }),

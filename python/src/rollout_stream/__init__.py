@@ -24,9 +24,17 @@ _EXPORTS = {
     "decode_packed_body": "codec",
     "DEFAULT_BROKERS": "consumer",
     "Delivery": "consumer",
-    "FeedStats": "consumer",
+    "FeedStats": "feed_loop",
     "PackedConsumer": "consumer",
-    "feed": "consumer",
+    "feed": "feed_loop",
+    "StaleGroup": "staleness",
+    "Position": "positions",
+    "get_position": "positions",
+    "merge_positions": "positions",
+    "put_position": "positions",
+    "ReplayStats": "replay_reader",
+    "replay": "replay_reader",
+    "replay_records": "replay_reader",
     "PackedDeserializer": "deserializer",
     "decode_packed": "deserializer",
     "fields_to": "devices",
@@ -62,7 +70,11 @@ _EXPORTS = {
 if TYPE_CHECKING:  # pragma: no cover
     from .batch_stamping import BatchPublisher, RowIdentity, stamp_batch
     from .codec import JaggedArray, PackedGroup, decode_packed_body
-    from .consumer import DEFAULT_BROKERS, Delivery, FeedStats, PackedConsumer, feed
+    from .consumer import DEFAULT_BROKERS, Delivery, PackedConsumer
+    from .feed_loop import FeedStats, feed
+    from .positions import Position, get_position, merge_positions, put_position
+    from .replay_reader import ReplayStats, replay, replay_records
+    from .staleness import StaleGroup
     from .deserializer import PackedDeserializer, decode_packed
     from .devices import fields_to
     from .errors import (
@@ -124,15 +136,18 @@ __all__ = [
     "PackedConsumer",
     "PackedDeserializer",
     "PackedGroup",
+    "Position",
     "PublisherClosedError",
     "PublisherStats",
     "RegistryUnavailableError",
+    "ReplayStats",
     "RolloutPublisher",
     "RolloutStreamError",
     "RowIdentity",
     "SchemaLayoutError",
     "SchemaRegistrationError",
     "SchemaResolver",
+    "StaleGroup",
     "StaticResolver",
     "UnknownSchemaError",
     "decode_packed",
@@ -140,12 +155,17 @@ __all__ = [
     "feed",
     "fields_to",
     "frame",
+    "get_position",
     "make_registry_client",
     "materialize",
     "media_segments",
     "merge_groups",
+    "merge_positions",
     "murmur2",
     "parse_header",
     "partition_for_key",
+    "put_position",
+    "replay",
+    "replay_records",
     "stamp_batch",
 ]

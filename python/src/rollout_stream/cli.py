@@ -1,4 +1,9 @@
-"""Command line: ``python -m rollout_stream inspect|bench|bench publish``."""
+"""Command line: ``python -m rollout_stream inspect|replay|bench|bench publish``.
+
+The benchmarks are not part of the installed package: they live in
+``python/bench/rollout_stream_bench`` of a checkout, which ``bench`` finds
+next to ``python/src`` (or on ``PYTHONPATH``).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,12 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Sequence
 
-from . import bench
 from .errors import BrokerUnavailableError, RolloutStreamError
 
 # The rest is imported where used: `bench --device cuda --source synth` must
@@ -124,6 +130,137 @@ def inspect(args: argparse.Namespace) -> int:
         consumer.close()
 
 
+def load_callable(spec: str) -> Any:
+    """``module:function`` (``module.sub:obj.attr`` too) → the object; the cwd is importable.
+
+    Raises:
+        ValueError: Not ``module:function``, or the object is not callable.
+        ImportError, AttributeError: The module or name does not exist.
+    """
+    import importlib
+
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise ValueError(f"--put wants module:function, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    obj: Any = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{spec} is not callable")
+    return obj
+
+
+def _offsets_arg(text: str) -> tuple[int, tuple[int, int | None]]:
+    """``P:START-END``, ``P:START-`` or ``P:START`` (END exclusive)."""
+    try:
+        part, _, rng = text.partition(":")
+        start, dash, end = rng.partition("-")
+        return int(part), (int(start), int(end) if dash and end else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want PARTITION:START[-END], got {text!r}") from None
+
+
+class _Progress:
+    """A one-line progress bar on stderr (a line per partition when stderr is not a terminal)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = 0.0
+        self.partition: int | None = None
+
+    def __call__(self, stats: Any, partition: int, offset: int, end: int) -> None:
+        start = stats.ranges[partition][0]
+        done = offset + 1 - start
+        total = max(1, end - start)
+        if self.tty:
+            now = time.monotonic()
+            if now - self.last < 0.1 and offset + 1 < end:
+                return
+            self.last = now
+            width = 30
+            fill = int(width * done / total)
+            self.stream.write(
+                f"\r[{'#' * fill}{'.' * (width - fill)}] partition {partition} {done}/{total} records, "
+                f"{stats.groups} groups replayed"
+            )
+            if offset + 1 >= end:
+                self.stream.write("\n")
+        elif offset + 1 >= end:
+            self.stream.write(f"partition {partition}: {done}/{total} records read, {stats.groups} groups replayed so far\n")
+        self.stream.flush()
+
+
+def replay_cmd(args: argparse.Namespace) -> int:
+    from .replay_reader import ReplayStats, replay
+
+    if not (args.batch or args.from_time or args.to_time or args.offsets or args.all):
+        print("error: say what to replay: --batch ID, --from-time/--to-time, --offsets P:START-END or --all", file=sys.stderr)
+        return 2
+    try:
+        put = load_callable(args.put) if args.put else None
+    except (ValueError, ImportError, AttributeError) as e:
+        print(f"error: --put {args.put}: {e}", file=sys.stderr)
+        return 2
+    out = None
+    if args.to_jsonl == "-":
+        out = sys.stdout
+    elif args.to_jsonl:
+        out = open(args.to_jsonl, "w", encoding="utf-8")
+    if put is None and out is None:
+        out = sys.stdout
+    stats = ReplayStats()
+    try:
+        replay(
+            args.topic,
+            put,
+            to_jsonl=out,
+            brokers=args.brokers,
+            registry_url=args.registry,
+            batch_ids=args.batch or None,
+            from_time=args.from_time,
+            to_time=args.to_time,
+            offsets=dict(args.offsets) if args.offsets else None,
+            jagged=args.jagged,
+            timeout=args.timeout,
+            stats=stats,
+            progress=None if args.quiet else _Progress(sys.stderr),
+        )
+    finally:
+        if out is not None and out is not sys.stdout:
+            out.close()
+    print(stats.summary(args.topic), file=sys.stderr)
+    return 1 if stats.stopped_early else 0
+
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"  # python/bench in a checkout
+
+
+def bench_modules() -> Any:
+    """The ``rollout_stream_bench`` package, or ``None`` when this install has no benches.
+
+    Tries an installed/``PYTHONPATH`` one first, then ``python/bench`` of the
+    checkout this package was imported from (an editable install, or
+    ``PYTHONPATH=python/src`` as ``scripts/gpu-bench.sh`` sets it).
+    """
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("rollout_stream_bench") is None:
+        if not (BENCH_DIR / "rollout_stream_bench" / "__init__.py").is_file():
+            return None
+        sys.path.insert(0, str(BENCH_DIR))
+    return importlib.import_module("rollout_stream_bench")
+
+
+NO_BENCH = (
+    "the benchmarks are not installed with the library: run `python -m rollout_stream bench` from a checkout "
+    "of the repository (they live in python/bench/rollout_stream_bench) or put that python/bench folder on PYTHONPATH"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_stream", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,17 +273,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=8, help="values shown per field (default 8)")
     p.add_argument("--json", action="store_true", help="print the SPEC §9 JSON form instead")
     p.add_argument("--timeout", type=float, default=10.0)
-    b = sub.add_parser("bench", help="decode throughput vs a plain bytes copy; `bench publish`: publisher vs raw produce")
-    bench.add_arguments(b)
-    bench_sub = b.add_subparsers(dest="bench_command", metavar="{publish}")
-    bp = bench_sub.add_parser(
-        "publish",
-        help="RolloutPublisher throughput on realistic GymResults vs a raw produce of the same bytes (needs the broker)",
-        description="RolloutPublisher.publish_result throughput vs a raw confluent-kafka produce of the same bytes.",
+    r = sub.add_parser(
+        "replay",
+        help="hand past packed groups (chosen batches, a time range, offsets) to put_samples or write JSON lines",
+        description=textwrap.fill("Reads rollout.packed over a fixed range, partition by partition in offset order, and hands "
+        "each matching group to --put module:function (called as put_samples(sample_ids, fields, tags)) or writes "
+        "its SPEC §9 JSON form as one line to --to-jsonl (default: stdout). Joins no consumer group and commits "
+        "nothing; stops at the end of the range. Progress and a summary line go to stderr. "
+        "Exit 0, 1 when a partition's end could not be reached within --timeout quiet seconds "
+        "(an open transaction), 2 on errors.", 90),
+        epilog="examples:\n"
+        "  python -m rollout_stream replay --batch step-41 --to-jsonl step-41.jsonl\n"
+        "  python -m rollout_stream replay --batch step-41 --batch step-42 --put my_trainer.debug:put_samples\n"
+        "  python -m rollout_stream replay --from-time 2026-12-02T10:00:00Z --to-time 2026-12-02T10:05:00Z\n"
+        "  python -m rollout_stream replay --offsets 0:120-180 --offsets 1:95- --to-jsonl -",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from . import bench_publish
+    r.add_argument("--topic", default=os.environ.get("TOPIC_PREFIX", "") + "rollout.packed",
+                   help="packed topic (default $TOPIC_PREFIX + rollout.packed)")
+    r.add_argument("--batch", action="append", default=[], metavar="ID", help="a batch id to replay (repeatable)")
+    r.add_argument("--from-time", default=None, metavar="T", help="records at or after T (ms since epoch or ISO-8601)")
+    r.add_argument("--to-time", default=None, metavar="T", help="records before T (ms since epoch or ISO-8601)")
+    r.add_argument("--offsets", action="append", type=_offsets_arg, default=[], metavar="P:START[-END]",
+                   help="read only partition P from START to END (exclusive; default the end); repeatable")
+    r.add_argument("--all", action="store_true", help="replay every group of the topic")
+    dest = r.add_mutually_exclusive_group()
+    dest.add_argument("--to-jsonl", default=None, metavar="FILE", help="write JSON lines to FILE ('-': stdout)")
+    dest.add_argument("--put", default=None, metavar="MODULE:FUNCTION",
+                      help="call this put_samples(sample_ids, fields, tags) per group (the cwd is importable)")
+    r.add_argument("--brokers", default=os.environ.get("KAFKA_BROKERS") or DEFAULT_BROKERS)
+    r.add_argument("--registry", default=os.environ.get("SCHEMA_REGISTRY_URL") or DEFAULT_REGISTRY_URL)
+    r.add_argument("--jagged", default="auto", choices=["auto", "torch", "numpy"])
+    r.add_argument("--timeout", type=float, default=10.0, help="seconds for broker requests and quiet waits (default 10)")
+    r.add_argument("--quiet", action="store_true", help="no progress output (the summary line stays)")
+    b = sub.add_parser(
+        "bench",
+        help="decode throughput vs a plain bytes copy; `--skip-stale`: header skip vs decoding; "
+        "`bench publish`: publisher vs raw produce (from a checkout)",
+    )
+    benches = bench_modules()
+    if benches is not None:
+        from rollout_stream_bench import bench, bench_publish
 
-    bench_publish.add_arguments(bp)
+        bench.add_arguments(b)
+        bench_sub = b.add_subparsers(dest="bench_command", metavar="{publish}")
+        bp = bench_sub.add_parser(
+            "publish",
+            help="RolloutPublisher throughput on realistic GymResults vs a raw produce of the same bytes (needs the broker)",
+            description="RolloutPublisher.publish_result throughput vs a raw confluent-kafka produce of the same bytes.",
+        )
+        bench_publish.add_arguments(bp)
+    else:
+        b.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     # torch 2.15's own nested_tensor_from_jagged trips a one-time notice about
     # is_fx_tracing that says nothing about the data; keep the CLI output clean.
@@ -154,10 +332,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "inspect":
             return inspect(args)
+        if args.command == "replay":
+            return replay_cmd(args)
+        if benches is None:
+            print(f"error: {NO_BENCH}", file=sys.stderr)
+            return 2
         if getattr(args, "bench_command", None) == "publish":
-            from . import bench_publish
+            from rollout_stream_bench import bench_publish
 
             return bench_publish.run(args)
+        from rollout_stream_bench import bench
+
         return bench.run(args)
     except RolloutStreamError as e:
         print(f"error [{e.code}]: {e}", file=sys.stderr)

@@ -1,26 +1,36 @@
-"""Reading ``rollout.packed`` with confluent-kafka: read_committed, manual commits.
+"""Reading ``rollout.packed`` with confluent-kafka: read_committed, manual commits, positions.
 
-The trainer's loop is :func:`feed`: decode a group, hand it to
-``put_samples``, and commit the Kafka offset only after that call returned.
-A crash or an exception before the commit means the group is delivered again
-(at-least-once into ``put_samples``; its sample ids are stable, so a keyed
-store such as TransferQueue simply overwrites).
+The trainer's loop is :func:`rollout_stream.feed`: decode a group, hand it to
+``put_samples``, then mark it done. The consumer keeps, per assigned
+partition, the next offset after the groups already done
+(:meth:`PackedConsumer.position`), so a trainer can save it in its
+checkpoint and resume exactly there (``start_offsets=``) whatever the
+consumer group committed (SPEC §6.1). Commit modes:
+
+- ``commit="after_put"`` (default): each group's offset is committed
+  synchronously once ``put_samples`` returned. A crash before that commit
+  delivers the group again (at-least-once into ``put_samples``); a trainer
+  whose in-memory queue dies with it loses what was committed but not yet
+  checkpointed.
+- ``commit="on_checkpoint"``: nothing is committed until the trainer calls
+  :meth:`PackedConsumer.commit` with the position it saved, after its
+  checkpoint is durable; the committed offsets then trail the checkpoints.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, Union
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .codec import JaggedMode, PackedGroup
 from .deserializer import PackedDeserializer
-from .devices import fields_to, placement
 from .errors import BrokerUnavailableError, KafkaOperationError, RolloutStreamError
-from .merge import merge_groups
+from .assignment import Assignment
+from .positions import Position, TopicPartitionKey, from_offsets, to_offsets
+from .record_meta import Record
 from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
 
 log = logging.getLogger(__name__)
@@ -30,6 +40,12 @@ DEFAULT_BROKERS = "127.0.0.1:9092"
 # RS_MAX_MESSAGE_BYTES); the consumer must be able to fetch one whole.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _FIXED = {"isolation.level": "read_committed", "enable.auto.commit": False}
+COMMIT_MODES = ("after_put", "on_checkpoint")
+UNDECODABLE_MODES = ("raise", "dead-letter")
+
+CommitMode = Literal["after_put", "on_checkpoint"]
+StartOffsets = Union[Mapping[str, Mapping[Any, int]], Callable[[list[TopicPartitionKey]], Any], None]
+RevokeHook = Callable[["PackedConsumer", list[TopicPartitionKey]], Any]
 
 
 @dataclass
@@ -38,6 +54,8 @@ class Delivery:
 
     group: PackedGroup
     message: Message
+    epoch: int = 0
+    weight_lag: int | None = None  # set by feed when it knows the current weight version
 
     @property
     def topic(self) -> str:
@@ -65,18 +83,40 @@ class PackedConsumer:
             ``isolation.level`` and ``enable.auto.commit`` are fixed.
         check: Fail fast when broker or registry cannot be reached.
         connect_timeout: Seconds the start-up check waits for the broker.
-        auto_offset_reset: Where a group without committed offsets starts.
+        auto_offset_reset: Where a partition starts that has neither a start
+            offset nor a committed one (``"earliest"`` or ``"latest"``).
         deserializer: A ready :class:`PackedDeserializer` (then ``registry_url``,
             ``jagged`` and ``device`` are ignored).
         device: ``None``/``"cpu"`` (default) or a CUDA device: decode into
             pinned host memory and copy asynchronously to it (see
             :class:`PackedDeserializer`).
+        start_offsets: Where to resume. A position (``{topic: {partition:
+            offset}}``, what :meth:`position` returned and the trainer saved):
+            each listed partition starts there on its first assignment to this
+            consumer, whatever the group committed. Or a callable
+            ``(assigned [(topic, partition)]) -> position`` asked at **every**
+            assignment (several trainer ranks: return the merge of every
+            rank's latest checkpoint, :func:`rollout_stream.merge_positions`).
+            A partition it does not name starts at the larger of the group's
+            committed offset and this consumer's own last position for it,
+            else at ``auto_offset_reset``.
+        commit: ``"after_put"`` (default) or ``"on_checkpoint"`` (see the module doc).
+        on_revoke: ``hook(consumer, [(topic, partition)])`` called when
+            partitions are about to be taken away by a rebalance (and on
+            ``close``), while :meth:`position` still includes them: the place
+            to write a checkpoint and :meth:`commit` it, so the next owner
+            resumes after the groups this trainer has trained on.
+        on_undecodable: ``"raise"`` (default): a record that cannot be decoded
+            raises and stays unconsumed. ``"dead-letter"``: it is written to
+            ``dead_letter_topic`` (reason ``undecodable``) and skipped.
+            A registry outage is never dead-lettered (it is retriable).
+        dead_letter_topic: Required with ``on_undecodable="dead-letter"``.
 
     Raises:
         BrokerUnavailableError: No broker answered within ``connect_timeout``.
         RegistryUnavailableError: The registry did not answer.
         ValueError: ``config`` tries to change read_committed or auto-commit;
-            a bad ``device``.
+            a bad ``device``, ``commit``, ``on_undecodable`` or ``start_offsets``.
         DeviceUnavailableError: ``device`` is CUDA but CUDA is not available.
     """
 
@@ -94,11 +134,25 @@ class PackedConsumer:
         auto_offset_reset: str = "earliest",
         deserializer: PackedDeserializer | None = None,
         device: Any = None,
+        start_offsets: StartOffsets = None,
+        commit: CommitMode = "after_put",
+        on_revoke: RevokeHook | None = None,
+        on_undecodable: Literal["raise", "dead-letter"] = "raise",
+        dead_letter_topic: str | None = None,
     ) -> None:
         extra = dict(config or {})
         for key, want in _FIXED.items():
             if key in extra and str(extra[key]).lower() != str(want).lower():
                 raise ValueError(f"{key} must stay {want!r} for the packed consumer (got {extra[key]!r})")
+        if commit not in COMMIT_MODES:
+            raise ValueError(f"commit must be one of {COMMIT_MODES}, not {commit!r}")
+        if on_undecodable not in UNDECODABLE_MODES:
+            raise ValueError(f"on_undecodable must be one of {UNDECODABLE_MODES}, not {on_undecodable!r}")
+        if on_undecodable == "dead-letter" and not dead_letter_topic:
+            raise ValueError('on_undecodable="dead-letter" needs dead_letter_topic')
+        if auto_offset_reset not in ("earliest", "latest", "smallest", "largest", "beginning", "end"):
+            raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
+        self._assignment = Assignment(start_offsets)
         conf: dict[str, Any] = {
             "bootstrap.servers": brokers,
             "group.id": group_id,
@@ -113,14 +167,23 @@ class PackedConsumer:
         }
         self.topic = topic
         self.brokers = brokers
+        self.group_id = group_id
+        self.commit_mode: CommitMode = commit
+        self.on_undecodable = on_undecodable
+        self._reset_latest = auto_offset_reset in ("latest", "largest", "end")
+        self._cooperative = "cooperative" in str(extra.get("partition.assignment.strategy", ""))
+        self._on_revoke_hook = on_revoke
         self.deserializer = deserializer or PackedDeserializer(SchemaResolver(registry_url), jagged=jagged, device=device)
         self._last_error: KafkaError | None = None
+        self._dead_letters: Any = None
+        self.dead_letter_topic = dead_letter_topic
+        self._producer_config = {k: v for k, v in extra.items() if k.startswith(("security.", "sasl.", "ssl."))}
         self._consumer = Consumer(conf)
         self._closed = False
         try:
             if check:
                 self.check(connect_timeout)
-            self._consumer.subscribe([topic])
+            self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         except BaseException:
             self.close()
             raise
@@ -149,15 +212,79 @@ class PackedConsumer:
             ) from e
         self.deserializer.resolver.check()
 
+    # -- assignment ---------------------------------------------------------
+    def _reset_offset(self, key: TopicPartitionKey) -> int:
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(*key), timeout=10, cached=False)
+        return high if self._reset_latest else low
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        a = self._assignment
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        wanted = a.wanted(keys)
+        committed: dict[TopicPartitionKey, int] = {}
+        if keys:
+            for tp in consumer.committed([TopicPartition(*k) for k in keys], timeout=30):
+                if tp.error is None and tp.offset >= 0:
+                    committed[(tp.topic, tp.partition)] = tp.offset
+        for tp, key in zip(partitions, keys):
+            tp.offset = a.start_offset(key, wanted, committed, self._reset_offset)
+            a.assign(key, tp.offset)
+        log.info("assigned %s", {f"{t}[{p}]": tp.offset for (t, p), tp in zip(keys, partitions)})
+        if self._cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions if self._assignment.held((tp.topic, tp.partition))]
+        try:
+            if self.commit_mode == "after_put":
+                self._flush_uncommitted()
+            if self._on_revoke_hook is not None and keys:
+                self._on_revoke_hook(self, keys)
+        finally:
+            self._assignment.drop(keys)
+            if self._cooperative:
+                consumer.incremental_unassign(partitions)
+            else:
+                consumer.unassign()
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Another member may own them already: committing or checkpointing them now could go backwards.
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        log.warning("partitions lost without a revoke (session timeout?): %s; uncheckpointed groups of them may be "
+                    "delivered to their next owner as well", keys)
+        self._assignment.drop(keys, lost=True)
+
+    def assigned(self) -> list[TopicPartitionKey]:
+        """The partitions this consumer holds now, sorted."""
+        return sorted(self._assignment.positions)
+
+    def is_current(self, item: Record | Delivery) -> bool:
+        """Whether ``item`` was fetched under the partition's current assignment.
+
+        ``False`` after its partition was revoked (even if assigned again
+        since): whoever owns it now reads that record again.
+        """
+        return self._assignment.is_current(item)
+
+    def position(self) -> Position:
+        """Per assigned partition, the next offset after the groups already done.
+
+        "Done" means handed to ``put_samples`` (and returned), skipped as stale,
+        or dead-lettered. JSON-serializable; save it in the checkpoint and pass
+        it back as ``start_offsets``.
+        """
+        return self._assignment.position()
+
     # -- reading ----------------------------------------------------------
-    def poll(self, timeout: float = 1.0) -> Delivery | None:
-        """The next decoded group, or ``None`` when none arrived within ``timeout``.
+    def poll_record(self, timeout: float = 1.0) -> Record | None:
+        """The next fetched record, not decoded; ``None`` when none arrived within ``timeout``.
+
+        Rebalance hooks (``on_revoke``, ``start_offsets``) run inside this call.
 
         Raises:
             KafkaOperationError: A fatal consumer error.
-            FramingError, DecodeError, UnknownSchemaError, RegistryUnavailableError:
-                The record at the current position cannot be decoded; its offset
-                is not committed and the consumer is rewound to it.
         """
         msg = self._consumer.poll(timeout)
         if msg is None:
@@ -170,14 +297,56 @@ class PackedConsumer:
                 raise KafkaOperationError(f"fatal consumer error: {err}", cause=KafkaException(err))
             log.warning("kafka consumer: %s", err)
             return None
+        epoch = self._assignment.epoch((msg.topic(), msg.partition()))
+        if epoch is None:  # fetched before its partition was revoked
+            return None
+        return Record.of(msg, epoch)
+
+    def decode(self, record: Record, *, defer_done: bool = False) -> Delivery | None:
+        """Decodes a record; ``None`` when it was undecodable and dead-lettered.
+
+        A dead-lettered record is marked :meth:`done` here, unless ``defer_done``
+        (``feed`` marks it once the groups before it are done).
+
+        Raises:
+            FramingError, DecodeError, UnknownSchemaError: The record cannot be
+                decoded and ``on_undecodable="raise"``; the consumer is rewound to it.
+            RegistryUnavailableError: Always raised (retriable); rewound likewise.
+            KafkaOperationError: The dead letter could not be written; rewound likewise.
+        """
+        msg = record.message
         try:
             group = self.deserializer.decode(msg.value())
         except RolloutStreamError as e:
             e.details.update(topic=msg.topic(), partition=msg.partition(), offset=msg.offset())
             e.args = (f"{e.args[0]} (at {msg.topic()}[{msg.partition()}]@{msg.offset()})",)
+            if self.on_undecodable == "dead-letter" and not e.retriable:
+                try:
+                    self._dead_letter_writer().write(record, e)
+                except BaseException:
+                    self._seek(msg.topic(), msg.partition(), msg.offset())
+                    raise
+                log.warning("dead-lettered undecodable record to %s: %s", self.dead_letter_topic, e)
+                if not defer_done:
+                    self.done([record])
+                return None
             self._seek(msg.topic(), msg.partition(), msg.offset())
             raise
-        return Delivery(group, msg)
+        return Delivery(group, msg, record.epoch)
+
+    def poll(self, timeout: float = 1.0) -> Delivery | None:
+        """The next decoded group, or ``None`` when none arrived within ``timeout``.
+
+        The caller marks it :meth:`done` after handing it on (``feed`` does).
+
+        Raises:
+            KafkaOperationError: A fatal consumer error.
+            FramingError, DecodeError, UnknownSchemaError, RegistryUnavailableError:
+                The record at the current position cannot be decoded; its offset
+                is not committed and the consumer is rewound to it.
+        """
+        rec = self.poll_record(timeout)
+        return None if rec is None else self.decode(rec)
 
     def __iter__(self) -> Iterator[Delivery]:
         while True:
@@ -185,29 +354,82 @@ class PackedConsumer:
             if d is not None:
                 yield d
 
+    def _dead_letter_writer(self) -> Any:
+        if self._dead_letters is None:
+            from .dead_letters import DeadLetterWriter
+            from .registry import make_registry_client
+
+            client = self.deserializer.resolver.client or make_registry_client(self.deserializer.resolver.url)
+            self._dead_letters = DeadLetterWriter(self.dead_letter_topic or "", self.brokers, client, self._producer_config)
+        return self._dead_letters
+
     # -- offsets ------------------------------------------------------------
-    def commit(self, deliveries: Delivery | Sequence[Delivery]) -> None:
-        """Synchronously commits past the given deliveries (highest offset + 1 per partition).
+    def done(self, items: Sequence[Record | Delivery], *, commit_now: bool = True) -> None:
+        """Marks records done: :meth:`position` moves past them; with ``after_put`` they are committed.
+
+        ``commit_now=False`` (stale skips) leaves the commit for the next one
+        or :meth:`flush_commits`. Items of a partition revoked meanwhile are
+        ignored (its next owner reads them again).
 
         Raises:
-            KafkaOperationError: The commit failed (e.g. the partition was revoked).
+            KafkaOperationError: The ``after_put`` commit failed.
         """
-        items = [deliveries] if isinstance(deliveries, Delivery) else list(deliveries)
-        nxt: dict[tuple[str, int], int] = {}
-        for d in items:
-            key = (d.topic, d.partition)
-            nxt[key] = max(nxt.get(key, -1), d.offset + 1)
-        if not nxt:
+        for it in items:
+            self._assignment.advance(it, track_commit=self.commit_mode == "after_put")
+        if commit_now and self.commit_mode == "after_put":
+            self._flush_uncommitted()
+
+    def flush_commits(self) -> None:
+        """Commits what :meth:`done` left uncommitted (``after_put`` only; a no-op otherwise)."""
+        if self.commit_mode == "after_put":
+            self._flush_uncommitted()
+
+    def _flush_uncommitted(self) -> None:
+        self._commit_offsets(self._assignment.take_uncommitted())
+
+    def commit(self, what: Delivery | Sequence[Delivery] | Mapping[str, Mapping[Any, int]]) -> None:
+        """Synchronously commits a saved position, or past the given deliveries (which are then done).
+
+        ``consumer.commit(position)`` is how ``commit="on_checkpoint"`` commits:
+        call it with the position stored in a checkpoint once that checkpoint
+        is durable. Only partitions this consumer holds now are committed (a
+        revoked one may have moved on under its next owner).
+
+        Raises:
+            KafkaOperationError: The commit failed (e.g. the group rebalanced).
+            ValueError: ``what`` is not a position or deliveries.
+        """
+        if isinstance(what, Mapping):
+            offsets = {k: o for k, o in to_offsets(what).items() if self._assignment.held(k)}
+        else:
+            items = [what] if isinstance(what, Delivery) else list(what)
+            offsets = {}
+            for d in items:
+                key = (d.topic, d.partition)
+                offsets[key] = max(offsets.get(key, -1), d.offset + 1)
+                self._assignment.advance(d, track_commit=False)  # committed past it: done
+        self._commit_offsets(offsets)
+
+    def _commit_offsets(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        if not offsets:
             return
         try:
-            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in nxt.items()], asynchronous=False)
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
         except KafkaException as e:
             raise KafkaOperationError(f"offset commit failed: {e.args[0]}", cause=e) from e
 
-    def rewind(self, deliveries: Sequence[Delivery]) -> None:
-        """Seeks back so the given (uncommitted) deliveries are read again."""
+    def committed(self, timeout: float = 10.0) -> Position:
+        """The group's committed offsets of the assigned partitions (as a position; none: left out)."""
+        tps = [TopicPartition(*k) for k in self._assignment.positions]
+        out = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(tps, timeout=timeout) if tp.offset >= 0} if tps else {}
+        return from_offsets(out)
+
+    def rewind(self, deliveries: Sequence[Record | Delivery]) -> None:
+        """Seeks back so the given (not done) deliveries are read again."""
         first: dict[tuple[str, int], int] = {}
         for d in deliveries:
+            if not self.is_current(d):
+                continue
             key = (d.topic, d.partition)
             first[key] = min(first.get(key, d.offset), d.offset)
         for (t, p), o in first.items():
@@ -220,10 +442,14 @@ class PackedConsumer:
             log.warning("seek back to %s[%d]@%d failed: %s", topic, partition, offset, e)
 
     def close(self) -> None:
-        """Leaves the group without committing anything more."""
+        """Leaves the group (``on_revoke`` runs first; ``after_put`` commits what is done)."""
         if not self._closed:
             self._closed = True
-            self._consumer.close()
+            try:
+                self._consumer.close()
+            finally:
+                if self._dead_letters is not None:
+                    self._dead_letters.close()
 
     def __enter__(self) -> "PackedConsumer":
         return self
@@ -231,107 +457,3 @@ class PackedConsumer:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-
-@dataclass
-class FeedStats:
-    """What :func:`feed` did: groups and rows handed over, ``put_samples`` calls."""
-
-    groups: int = 0
-    rows: int = 0
-    calls: int = 0
-    committed: dict[tuple[str, int], int] = field(default_factory=dict)
-
-
-PutSamples = Callable[[list[str], dict[str, Any], list[dict[str, Any]]], Any]
-
-
-def feed(
-    consumer: PackedConsumer,
-    put_samples: PutSamples,
-    *,
-    max_groups_per_call: int = 1,
-    stop_after: int | None = None,
-    poll_timeout: float = 1.0,
-    idle_timeout: float | None = None,
-    device: Any = None,
-) -> FeedStats:
-    """Hands decoded groups to ``put_samples`` and commits each after it returned.
-
-    ``put_samples(sample_ids, fields, tags)`` gets one group, or up to
-    ``max_groups_per_call`` groups merged row-wise when their fields line up
-    (same names, dtypes, inner/trailing shapes); groups that do not line up go
-    in separate calls. Offsets are committed synchronously right after a call
-    returned, never before.
-
-    Args:
-        consumer: The :class:`PackedConsumer` to read from.
-        put_samples: The transfer-queue write.
-        max_groups_per_call: Most groups merged into one call (≥ 1).
-        stop_after: Return after this many groups were handed over (None: never).
-        poll_timeout: Seconds one poll waits; a partial batch is flushed when
-            a poll comes back empty.
-        idle_timeout: Return when no record arrived for this many seconds.
-        device: ``None``/``"cpu"`` (default): fields go to ``put_samples`` as
-            decoded. A CUDA device: each call's fields (after merging) are
-            moved there first, host tensors through pinned memory with
-            ``non_blocking`` copies; fields already there (a consumer built
-            with ``device=``) stay as they are.
-
-    Returns:
-        :class:`FeedStats`.
-
-    Raises:
-        Exception: Whatever ``put_samples`` raised; the groups of that call stay
-            uncommitted and the consumer is rewound to them, so they are
-            delivered again (to this consumer if used again, or to the next
-            member of the group after a restart).
-        RolloutStreamError: Decode or Kafka errors (the bad record stays uncommitted).
-        DeviceUnavailableError: ``device`` is CUDA but CUDA is not available
-            (raised before anything is read).
-    """
-    if max_groups_per_call < 1:
-        raise ValueError("max_groups_per_call must be >= 1")
-    pl = placement(device)
-    stats = FeedStats()
-    pending: list[Delivery] = []
-    last_seen = time.monotonic()
-
-    def flush() -> None:
-        nonlocal pending
-        if not pending:
-            return
-        batch, pending = pending, []
-        sample_ids, fields, tags = merge_groups([d.group for d in batch]) if len(batch) > 1 else tuple(batch[0].group)
-        try:
-            if pl is not None:
-                fields = fields_to(fields, pl)
-            put_samples(sample_ids, fields, tags)
-        except BaseException:
-            consumer.rewind(batch)
-            raise
-        consumer.commit(batch)
-        stats.calls += 1
-        stats.groups += len(batch)
-        stats.rows += len(sample_ids)
-        for d in batch:
-            stats.committed[(d.topic, d.partition)] = d.offset + 1
-
-    while stop_after is None or stats.groups + len(pending) < stop_after:
-        try:
-            d = consumer.poll(poll_timeout)
-        except BaseException:
-            consumer.rewind(pending)
-            raise
-        if d is None:
-            flush()
-            if idle_timeout is not None and time.monotonic() - last_seen >= idle_timeout:
-                break
-            continue
-        last_seen = time.monotonic()
-        if pending and merge_groups([pending[0].group, d.group], check_only=True) is None:
-            flush()
-        pending.append(d)
-        if len(pending) >= max_groups_per_call:
-            flush()
-    flush()
-    return stats

@@ -189,7 +189,7 @@ def encode_packed_value(record: Mapping[str, Any], schema_id: int, schema: Mappi
 
     Each field's ``pad`` puts its ``values`` at a multiple of
     :data:`VALUES_ALIGNMENT` bytes of the framed value (the TypeScript
-    writer, ``streams/packed-writer.ts``, does the same), so the decoder can
+    writer, ``streams/codecs/packed-writer.ts``, does the same), so the decoder can
     view trainer-dtype values in place. The schema must have ``pad``.
     """
     schema = schema or load_packed_schema()

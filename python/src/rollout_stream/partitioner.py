@@ -2,7 +2,7 @@
 
 Every publisher, in either language, must send a group's rows to the same
 partition, so the partition is computed here the way Kafka's Java client
-(and kafkajs, and ``streams/partitioner.ts``) does it: murmur2 of the key's
+(and kafkajs, and ``streams/topics/partitioner.ts``) does it: murmur2 of the key's
 UTF-8 bytes, sign bit cleared, modulo the partition count. librdkafka's
 default partitioner (``consistent_random``, CRC32) would disagree, which is
 why the publisher passes the partition to ``produce()`` explicitly.

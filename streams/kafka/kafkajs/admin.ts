@@ -16,7 +16,16 @@ async function coded<T>(doing: string, fn: () => Promise<T>): Promise<T> {
 }
 
 export class KafkajsAdmin implements KafkaAdmin {
-  private constructor(readonly admin: Admin) {}
+  private constructor(
+    readonly admin: Admin,
+    /** False: the caller connects and disconnects the client (`close` leaves it alone). */
+    private readonly owned = true,
+  ) {}
+
+  /** Over an admin client the caller owns. */
+  static over(admin: Admin): KafkaAdmin {
+    return new KafkajsAdmin(admin, false);
+  }
 
   static async connect(kafka: Kafka): Promise<KafkajsAdmin> {
     const admin = kafka.admin();
@@ -64,6 +73,6 @@ export class KafkajsAdmin implements KafkaAdmin {
   }
 
   async close(): Promise<void> {
-    await this.admin.disconnect().catch(() => undefined);
+    if (this.owned) await this.admin.disconnect().catch(() => undefined);
   }
 }

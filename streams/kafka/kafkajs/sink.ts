@@ -31,6 +31,22 @@ function coded(e: unknown, doing: string, endTxn = false): unknown {
   return new RolloutStreamError(code, `${doing}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retriable: code !== 'authorization_failed' });
 }
 
+/**
+ * The partition count of a topic being written. A topic that is gone (deleted
+ * under a running stage) is a partition the broker does not host: transient,
+ * as kafkajs's own send reports it, so the stage retries and reports a stall.
+ */
+async function partitionsOf(o: SinkOptions, topic: string): Promise<number> {
+  try {
+    return await o.partitionsOf(topic);
+  } catch (e) {
+    if (e instanceof RolloutStreamError && e.code === 'unknown_topic') {
+      throw new RolloutStreamError('partition_unavailable', `${topic} is not hosted by the cluster (deleted?): ${e.message}`, { cause: e, retriable: true });
+    }
+    throw e;
+  }
+}
+
 /** Records without a key and without a partition are spread round robin. */
 let nullKeyPartition = 0;
 
@@ -43,7 +59,7 @@ async function sendPlaced(
   const placed: Array<{ topic: string; partition: number }> = [];
   const byTopic = new Map<string, Message[]>();
   for (const r of records) {
-    const count = r.partition === undefined ? await o.partitionsOf(r.topic) : 0;
+    const count = r.partition === undefined ? await partitionsOf(o, r.topic) : 0;
     const partition = r.partition ?? (r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count));
     const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
     list.push({ key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { packGroup } from '../../../processors/pack.js';
-import { SlabPlan, SlabPool } from '../../../processors/slab.js';
+import { type PackTarget, SlabPlan, SlabPool } from '../../../processors/slab.js';
 import type { PackedGroup } from '../../../processors/types.js';
 import { cfg, f32, group, msg, nums } from './builders.js';
 
@@ -78,5 +78,45 @@ describe('slab allocation', () => {
     const pool = new SlabPool(1);
     pool.release(packGroup(group([[msg('user', [1])]]), cfg(), pool.source));
     expect(pool.retainedBytes).toBe(0);
+  });
+
+  test('a lent buffer is handed out again only after it is settled with the view it was lent with', () => {
+    const pool = new SlabPool();
+    const buffer = pool.source(1000);
+    const value = new Uint8Array(buffer, 0, 900);
+    pool.lend(value);
+    expect(pool.lentCount).toBe(1);
+    expect(pool.give(buffer)).toBe(false);
+    expect(pool.source(1000)).not.toBe(buffer);
+    expect(pool.settle(new Uint8Array(buffer, 0, 900))).toBe(false);
+    expect(pool.settle(value)).toBe(true);
+    expect(pool.settle(value)).toBe(false);
+    expect(pool.lentCount).toBe(0);
+    expect(pool.source(1000)).toBe(buffer);
+  });
+
+  test('a pool makes room for a newly released buffer by dropping its oldest free ones', () => {
+    const pool = new SlabPool(2 * 131072 + 1000); // two of its 131072-byte buffers (60 000 bytes rounded up)
+    const [a, b, c] = [pool.source(60_000), pool.source(60_000), pool.source(60_000)];
+    expect([pool.give(a), pool.give(b)]).toEqual([true, true]);
+    expect(pool.give(c)).toBe(true);
+    expect(pool.retainedBytes).toBe(b.byteLength + c.byteLength);
+    expect(pool.source(60_000)).toBe(b);
+  });
+
+  test('the packer writes each field into the view its target gives, and refuses a target that gives too few', () => {
+    const g = group([[msg('user', [1, 2]), msg('assistant', [3], { lp: [-1] })]]);
+    const names: string[] = [];
+    const target: PackTarget = {
+      place(layout) {
+        names.push(...layout.fields.map((f) => `${f.name}:${f.dtype}:${f.length}`));
+        const plan = new SlabPlan();
+        for (const f of layout.fields) plan.add(f.dtype, f.length);
+        return plan.carve(garbage);
+      },
+    };
+    expect(summary(packGroup(g, cfg(), target))).toEqual(summary(packGroup(g, cfg())));
+    expect(names.slice(0, 4)).toEqual(['input_ids:int64:3', 'input_lengths:int32:1', 'generation_logprobs:float32:3', 'token_mask:int64:3']);
+    expect(() => packGroup(g, cfg(), { place: () => [] })).toThrow(/gave 0 views/);
   });
 });

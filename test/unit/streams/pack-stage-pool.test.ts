@@ -1,7 +1,8 @@
 /**
  * The pack stage keeps one slab pool for all its partitions (README
  * "Sizing": the pool's bound is per process, not per partition): a group
- * packed on one partition reuses the slab another partition released.
+ * packed on one partition reuses the value buffer another partition's
+ * output released (after its transaction, through `PackStage.release`).
  */
 import { expect, test } from 'vitest';
 import { configSchema } from '../../../config/schema.js';
@@ -28,6 +29,9 @@ test('every partition of the pack stage draws its output memory from the one poo
     const processor = stage.createProcessor(partition);
     const out = await processor.process([{ topic: topics.penalized, partition, offset: '0', key: null, value, timestamp: 0 }], 0);
     expect(out.messages).toHaveLength(1);
+    // The value is the pool's memory, lent to the producer until the runtime releases it.
+    expect(slabPool.retainedBytes).toBe(0);
+    expect(stage.release(out.messages[0]!.value)).toBe(true);
     retained.push(slabPool.retainedBytes);
   }
   // One slab, taken and given back by each partition in turn (private pools would leave this one empty).

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from .errors import BrokerUnavailableError, KafkaOperationError
+from rollout_stream.errors import BrokerUnavailableError, KafkaOperationError
 
 
 class Capture:
@@ -94,7 +94,7 @@ class Kafka:
                 print(f"warning: could not delete the scratch topic {topic}: {e}", file=sys.stderr)
 
     def delete_subject(self, subject: str) -> None:
-        from .registry import make_registry_client
+        from rollout_stream.registry import make_registry_client
 
         try:
             client = make_registry_client(self.registry_url)
@@ -109,7 +109,7 @@ class Kafka:
         return Producer(conf)
 
     def publisher(self, topic: str, producer_config: dict[str, Any]) -> Any:
-        from .publisher import RolloutPublisher
+        from rollout_stream.publisher import RolloutPublisher
 
         return RolloutPublisher(
             topic, topic_prefix="", brokers=self.brokers, registry_url=self.registry_url,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import RolloutStreamError
+from rollout_stream.errors import RolloutStreamError
 
 PROFILES = ("published-max", "router-replay")
 DEFAULT_ROWS = {"published-max": 256, "router-replay": 32}
@@ -50,7 +50,7 @@ def results_from_lines(lines: Iterable[str], source: str) -> list[dict[str, Any]
     Raises:
         ValueError: A line is not JSON, or there is no GymResult line at all.
     """
-    from .row_json import from_json
+    from rollout_stream.row_json import from_json
 
     out = []
     for n, text in enumerate(lines, 1):
@@ -83,7 +83,7 @@ def _float_logprobs(result: Any) -> None:
 
 def repo_root() -> Path | None:
     """The repository holding this package (with ``./rollout-stream`` and ``loadgen/``), if it is one."""
-    here = Path(__file__).resolve().parents  # python/src/rollout_stream/ in a checkout
+    here = Path(__file__).resolve().parents  # python/bench/rollout_stream_bench/ in a checkout
     for base in ([here[3]] if len(here) > 3 else []) + [Path.cwd()]:
         if (base / "rollout-stream").is_file() and (base / "loadgen").is_dir():
             return base

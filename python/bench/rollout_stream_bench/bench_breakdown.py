@@ -37,9 +37,9 @@ def run_breakdown(
     """Prints one line per step: µs per group and copy time ÷ step time; then the decode-only loops."""
     import numpy as np
 
-    from .avro_body import read_parts
-    from .codec import build_group
-    from .field_decode import group_buffer_size, prepare_field
+    from rollout_stream.avro_body import read_parts
+    from rollout_stream.codec import build_group
+    from rollout_stream.field_decode import group_buffer_size, prepare_field
 
     modes = list(decoders)
     parts = [read_parts(v, start, writer) for v in values]
@@ -67,8 +67,8 @@ def run_breakdown(
     if "torch" in modes:
         import torch
 
-        from .field_decode import to_torch
-        from .jagged_tensor import nested_from_jagged, uses_public_constructor
+        from rollout_stream.field_decode import to_torch
+        from rollout_stream.jagged_tensor import nested_from_jagged, uses_public_constructor
 
         jagged = []  # per group: (values, index of its offsets) per jagged field, and the distinct offsets
         for fs in prepared:

@@ -45,7 +45,7 @@ from typing import Any
 
 from .bench_publish_inputs import DEFAULT_ROWS, PROFILES, Workload, build_workloads, results_from_lines
 from .bench_publish_kafka import Capture, Kafka
-from .errors import DeliveryError, RolloutStreamError
+from rollout_stream.errors import DeliveryError, RolloutStreamError
 
 __all__ = ["Kafka", "Workload", "build_workloads", "encode_records", "results_from_lines", "run"]
 
@@ -71,7 +71,7 @@ def encode_records(
 ) -> tuple[list[tuple[bytes, bytes, int]], float]:
     """The records ``publish_result`` sends for ``results``, and the fastest of ``repeat`` more
     in-memory passes in seconds (values dropped as they come, as a producer drops them)."""
-    from .publisher import RolloutPublisher
+    from rollout_stream.publisher import RolloutPublisher
 
     def one_pass(cap: Capture) -> float:
         pub = RolloutPublisher("bench", topic_prefix="", producer=cap, schema_id=schema_id)
@@ -125,7 +125,7 @@ def _publish_pass(pub: Any, results: Sequence[dict[str, Any]]) -> float:
 
 def time_workload(w: Workload, kafka: Kafka, args: argparse.Namespace, extra: dict[str, Any]) -> Timing:
     """Creates a scratch topic, runs the warm-up and ``--repeat`` alternating pairs, cleans up."""
-    from .publisher import producer_settings
+    from rollout_stream.publisher import producer_settings
 
     topic = w.topic = f"bench-publish.{uuid.uuid4().hex[:10]}.rollout.row-completed"
     kafka.create_topic(topic, args.partitions)

@@ -10,7 +10,8 @@ with :class:`PackedDeserializer` and (b) a plain ``bytearray(value)`` copy.
 The ratio copy_time / decode_time is the share of memcpy speed the decoder
 reaches (1.0 = as fast as copying the payload once).
 
-With ``--device`` the run is :mod:`rollout_stream.device_bench` instead
+With ``--skip-stale`` the run is :mod:`rollout_stream_bench.skip_stale`
+(stale groups skipped from record headers vs decoded). With ``--device`` the run is :mod:`rollout_stream_bench.device_bench` instead
 (host→device copy and GPU padding against ``tensor.to(device)``). This module
 imports numpy/fastavro/confluent-kafka only when it runs, so that path works
 on a box with torch alone.
@@ -38,7 +39,7 @@ def build_group(
     """One synthetic ``PackedGroup`` record with realistic sizes and dtypes."""
     import numpy as np
 
-    from .encode import dense_field, jagged_field, packed_record, row_tags
+    from rollout_stream.encode import dense_field, jagged_field, packed_record, row_tags
 
     lengths = rng.integers(min_tokens, max_tokens + 1, size=rows)
     prompt = min(int(rng.integers(256, 2048)), int(lengths.min()))
@@ -87,17 +88,21 @@ def _passes(fns: dict[str, Any], values: list[bytes], repeat: int) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "skip_stale", False):
+        from . import skip_stale
+
+        return skip_stale.run(args)
     if args.device is not None:
         from . import device_bench
 
         return device_bench.run(args)
     import numpy as np
 
-    from .codec import resolve_mode
-    from .deserializer import PackedDeserializer
-    from .encode import encode_packed_body, encode_packed_value, load_packed_schema
-    from .framing import HEADER_SIZE, frame
-    from .registry import StaticResolver
+    from rollout_stream.codec import resolve_mode
+    from rollout_stream.deserializer import PackedDeserializer
+    from rollout_stream.encode import encode_packed_body, encode_packed_value, load_packed_schema
+    from rollout_stream.framing import HEADER_SIZE, frame
+    from rollout_stream.registry import StaticResolver
 
     schema = load_packed_schema()
     rng = np.random.default_rng(args.seed)
@@ -154,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ok(mode: str) -> bool:
-    from .codec import resolve_mode
+    from rollout_stream.codec import resolve_mode
 
     try:
         resolve_mode(mode)  # type: ignore[arg-type]
@@ -188,6 +193,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--breakdown",
         action="store_true",
         help="also time the decode's steps (parse, memory passes, field building, nested tensors) against the copy",
+    )
+    p.add_argument(
+        "--skip-stale",
+        action="store_true",
+        help="time feed() when half the groups are stale: skipped from the weight_version header vs decoded to find "
+        "out (ends with 'ratio skip/decode: <n>')",
     )
     p.add_argument(
         "--device",

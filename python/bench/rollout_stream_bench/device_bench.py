@@ -34,8 +34,8 @@ import importlib.util
 import time
 from typing import Any, Callable
 
-from .devices import Placement, fields_to
-from .materialize import _pad_torch, materialize, pad_jagged_scatter
+from rollout_stream.devices import Placement, fields_to
+from rollout_stream.materialize import _pad_torch, materialize, pad_jagged_scatter
 
 PADS = {"input_ids": 151_643, "routed_experts": -1}
 
@@ -108,7 +108,7 @@ def _passes(fns: dict[str, Callable[[], Any]], repeat: int, sync: Callable[[], N
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from .devices import placement
+    from rollout_stream.devices import placement
 
     routes = tuple(int(x) for x in args.routed_experts.split("x")) if args.routed_experts else None
     pl = placement(args.device)  # raises DeviceUnavailableError for cuda without CUDA
@@ -126,9 +126,9 @@ def run(args: argparse.Namespace) -> int:
         import numpy as np
 
         from . import bench
-        from .deserializer import PackedDeserializer
-        from .encode import encode_packed_value, load_packed_schema
-        from .registry import StaticResolver
+        from rollout_stream.deserializer import PackedDeserializer
+        from rollout_stream.encode import encode_packed_value, load_packed_schema
+        from rollout_stream.registry import StaticResolver
 
         schema = load_packed_schema()
         rng = np.random.default_rng(args.seed)

@@ -1,0 +1,151 @@
+"""Dead letters from the trainer side: a packed record the consumer cannot decode.
+
+With ``PackedConsumer(on_undecodable="dead-letter", dead_letter_topic=T)`` such
+a record is written to ``T`` in the pipeline's own ``DeadLetter`` format
+(``schemas/dead-letter.avsc``, Confluent-framed, schema registered under
+``T-value`` with the text the TypeScript side registers): reason
+``undecodable``, stage ``trainer``, the error code and message, and the
+original key and value bytes with their coordinates, so the usual
+dead-letter tools can show and re-drive it. The write is synchronous; only
+after the broker took it does the consumer move past the record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import fastavro
+
+from .errors import KafkaOperationError, RolloutStreamError
+from .framing import frame
+from .record_meta import BATCH_ID_HEADER, WEIGHT_VERSION_HEADER, Record
+
+REASON = "undecodable"
+STAGE = "trainer"
+
+# schemas/dead-letter.avsc (test_dead_letters.py holds them equal); kept here so an
+# installed package, which has no schemas/ folder, can write dead letters.
+DEAD_LETTER_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "DeadLetter",
+    "namespace": "dev.rolloutstream.v1",
+    "doc": "A rejected record or group with a machine-readable reason.",
+    "fields": [
+        {"name": "reason", "type": "string"},
+        {"name": "message", "type": "string"},
+        {"name": "stage", "type": "string"},
+        {"name": "group_id", "type": ["null", "string"], "default": None},
+        {"name": "batch_id", "type": ["null", "string"], "default": None},
+        {"name": "row_indices", "type": {"type": "array", "items": "int"}},
+        {"name": "missing_row_indices", "type": {"type": "array", "items": "int"}},
+        {
+            "name": "records",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "SourceRecord",
+                    "fields": [
+                        {"name": "topic", "type": "string"},
+                        {"name": "partition", "type": "int"},
+                        {"name": "offset", "type": "long"},
+                        {"name": "key", "type": ["null", "bytes"], "default": None},
+                        {"name": "value", "type": ["null", "bytes"], "default": None},
+                    ],
+                },
+            },
+        },
+        {"name": "produced_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+
+
+def dead_letter_for(record: Record, error: RolloutStreamError, now_ms: int | None = None) -> dict[str, Any]:
+    """The ``DeadLetter`` record for an undecodable packed record (the TypeScript ``undecodableRecord``)."""
+    msg = record.message
+    return {
+        "reason": REASON,
+        "message": f"[{error.code}] {error.args[0] if error.args else error}",
+        "stage": STAGE,
+        "group_id": record.key,
+        "batch_id": record.batch_id,
+        "row_indices": [],
+        "missing_row_indices": [],
+        "records": [
+            {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": msg.key(), "value": msg.value()}
+        ],
+        "produced_at": int(time.time() * 1000) if now_ms is None else now_ms,
+    }
+
+
+class DeadLetterWriter:
+    """Writes :func:`dead_letter_for` records to one topic, synchronously.
+
+    Args:
+        topic: The dead-letter topic (e.g. ``rollout.dead-letter`` with the pipeline's prefix).
+        brokers: Bootstrap servers.
+        registry_client: A ``SchemaRegistryClient``; the schema is registered on first use.
+        config: Extra librdkafka producer settings (SASL/TLS).
+        timeout: Seconds a write waits for the broker.
+    """
+
+    def __init__(self, topic: str, brokers: str, registry_client: Any, config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:
+        from confluent_kafka import Producer
+
+        from .consumer import MAX_MESSAGE_BYTES
+
+        self.topic = topic
+        self.timeout = timeout
+        self._registry = registry_client
+        self._schema_id: int | None = None
+        self._parsed = fastavro.parse_schema(DEAD_LETTER_SCHEMA)
+        self._producer = Producer(
+            {
+                "bootstrap.servers": brokers,
+                "enable.idempotence": True,
+                "acks": "all",
+                "message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,
+                **dict(config or {}),
+            }
+        )
+
+    def _id(self) -> int:
+        if self._schema_id is None:
+            from confluent_kafka.schema_registry import Schema
+
+            from .row_completed_schema import registered_text
+
+            self._schema_id = int(self._registry.register_schema(f"{self.topic}-value", Schema(registered_text(DEAD_LETTER_SCHEMA), "AVRO")))
+        return self._schema_id
+
+    def write(self, record: Record, error: RolloutStreamError) -> None:
+        """Writes the dead letter of ``record`` and waits until the broker has it.
+
+        Raises:
+            KafkaOperationError: The broker did not take it within ``timeout``.
+            RegistryUnavailableError / SchemaRegistryError: The schema could not be registered.
+        """
+        import io
+
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, self._parsed, dead_letter_for(record, error))
+        headers = [(n, v) for n, v in (record.message.headers() or []) if n in (WEIGHT_VERSION_HEADER, BATCH_ID_HEADER)]
+        failed: list[Any] = []
+        self._producer.produce(
+            self.topic,
+            key=record.message.key(),
+            value=frame(self._id(), buf.getvalue()),
+            headers=headers,
+            on_delivery=lambda err, _msg: failed.append(err) if err is not None else None,
+        )
+        left = self._producer.flush(self.timeout)
+        if left or failed:
+            raise KafkaOperationError(
+                f"dead letter for {record.topic}[{record.partition}]@{record.offset} not written to {self.topic}: "
+                f"{failed[0] if failed else 'timed out'}",
+                topic=self.topic,
+            )
+
+    def close(self) -> None:
+        self._producer.flush(self.timeout)
