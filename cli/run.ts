@@ -3,6 +3,7 @@ import { kafkaCrcImplementation } from '../streams/kafka/kafkajs/client.js';
 import { loadConfig } from '../config/load.js';
 import { startPipeline } from '../streams/runtime/pipeline.js';
 import { parseFault } from '../streams/runtime/faults.js';
+import { armCrashPoint, parseCrashPoint } from '../streams/runtime/crash-points.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
 const STAGES = ['accumulate', 'postprocess', 'pack'] as const;
@@ -57,10 +58,16 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
       separate: { type: 'boolean' },
       // Hidden, test-only: arms a fault-injection point (streams/runtime/faults.ts).
       fault: { type: 'string', multiple: true },
+      // Hidden, test-only: SIGKILL at a named crash point (streams/runtime/crash-points.ts).
+      'crash-at': { type: 'string', multiple: true },
     });
     let faults;
     try {
       faults = (values.fault ?? []).map(parseFault);
+      for (const spec of values['crash-at'] ?? []) {
+        const { point, at } = parseCrashPoint(spec);
+        armCrashPoint(point, at);
+      }
     } catch (e) {
       throw new UsageError((e as Error).message);
     }

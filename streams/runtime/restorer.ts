@@ -11,6 +11,7 @@ import type { ChangelogRecord, PartitionProcessor, Stage } from '../api/stage.js
 import { RolloutStreamError } from '../../errors/index.js';
 import type { PartitionRange, ScanRecord, ScanResult } from '../ops/topic-scan.js';
 import type { RestoreStats } from './changelog-restore.js';
+import { crashPoint } from './crash-points.js';
 import { ProcessingFailure } from './error-policy.js';
 import type { Logger } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
@@ -50,6 +51,7 @@ export class Restorer {
       } catch (e) {
         applyError = new ProcessingFailure(stage.name, [], e);
       }
+      crashPoint('restore.during');
     });
     if (applyError) throw applyError;
     this.o.log.info(

@@ -13,6 +13,7 @@
  */
 import type { InputRecord, PartitionProcessor, Stage, StageOutput } from '../api/stage.js';
 import type { TransactionalSink } from '../kafka/types.js';
+import { crashPoint } from './crash-points.js';
 import { ProcessingFailure } from './error-policy.js';
 import type { NodeContext, RecordPolicy } from './record-policy.js';
 import type { TransactionWriter } from './transaction-writer.js';
@@ -114,11 +115,13 @@ export class StreamTask {
         const next = this.chain[i];
         const written = await tx.send(step, next?.stage.inputTopic);
         tx.phase(step.stage.name, 'send');
+        crashPoint('tx.after-send');
         if (!next || written.length === 0) break;
         tx.addOffset(next.stage.name, next.groupId, next.stage.inputTopic, (BigInt(written[written.length - 1]!.offset) + 1n).toString());
         tx.countInputs(next.stage.name, written.length);
         step = { stage: next.stage, out: await this.policy.runNode(next.stage, this.processors[i]!, written, true, ctx), sources: written };
         tx.phase(next.stage.name, 'process');
+        crashPoint('tx.after-downstream');
       }
       await tx.commit();
     } catch (e) {

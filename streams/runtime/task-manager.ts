@@ -14,6 +14,7 @@
 import type { InputRecord, Stage } from '../api/stage.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
 import type { KafkaAdmin, TransactionalSink } from '../kafka/types.js';
+import { crashPoint } from './crash-points.js';
 import { classify, describeError, ProcessingFailure, retryDelayMs } from './error-policy.js';
 import type { HealthTracker } from './health.js';
 import type { Logger } from './logger.js';
@@ -186,8 +187,10 @@ export class TaskManager {
         const task = this.newTask(p);
         fresh.push(task);
         await task.open();
+        crashPoint('fence.after');
       }
       await this.o.restorer.restore(fresh);
+      crashPoint('restore.after');
       await this.checkDrained(fresh.map((t) => t.partition));
     } catch (e) {
       // Half-built tasks hold connected producers: close them before the retry builds new ones.
@@ -298,6 +301,7 @@ export class TaskManager {
           return;
         }
         this.committed(partition, last, ctx);
+        crashPoint('tx.after-commit');
         hooks.resolve(last);
         this.o.metrics.recordsIn.inc({ stage: this.stage.name }, step.length);
         this.o.metrics.batchSeconds.observe({ stage: this.o.chainName }, (performance.now() - start) / 1000);

@@ -13,6 +13,7 @@ import { recordHeaders } from '../api/headers.js';
 import type { InputRecord, Stage, StageOutput } from '../api/stage.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import type { OutgoingRecord, TransactionalSink } from '../kafka/types.js';
+import { crashPoint } from './crash-points.js';
 import type { RuntimeMetrics } from './metrics.js';
 
 /**
@@ -144,6 +145,7 @@ export class OpenTransaction {
       await this.sink.sendOffsets(o.groupId, [{ topic: o.topic, partition: this.partition, offset: o.offset }]);
       this.phase(o.stage, 'send_offsets');
     }
+    crashPoint('tx.after-offsets');
     await this.sink.commit();
     this.phase(this.o.chainName, 'commit');
     const m = this.o.metrics;
