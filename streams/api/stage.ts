@@ -18,6 +18,12 @@ export interface InputRecord {
   value: Buffer | null;
   /** Broker timestamp, epoch ms. */
   timestamp: number;
+  /**
+   * Fused mode: the object the upstream node encoded into `value`, handed
+   * over in process so this node need not decode the bytes it was just
+   * given (equal to decoding them; treat it as read-only).
+   */
+  decoded?: unknown;
 }
 
 export interface OutputMessage {
@@ -25,6 +31,8 @@ export interface OutputMessage {
   key: string;
   value: Buffer;
   headers?: Record<string, string>;
+  /** The object `value` encodes, when the stage has it (handed to a fused downstream node instead of decoding). */
+  decoded?: unknown;
 }
 
 export interface ChangelogRecord {

@@ -120,8 +120,13 @@ export class OpenTransaction {
     for (const m of out.messages) carried.push(m.value);
     const changelogTopic = stage.changelogTopic;
     const partition = this.partition;
+    const decoded = new Map<OutgoingRecord, unknown>();
     const all: OutgoingRecord[] = [
-      ...messages.map((m) => ({ topic: m.topic, key: m.key, value: m.value, ...(m.topic === pinTopic ? { partition } : {}), ...(m.headers ? { headers: m.headers } : {}) })),
+      ...messages.map((m) => {
+        const r: OutgoingRecord = { topic: m.topic, key: m.key, value: m.value, ...(m.topic === pinTopic ? { partition } : {}), ...(m.headers ? { headers: m.headers } : {}) };
+        if (m.topic === pinTopic && m.decoded !== undefined) decoded.set(r, m.decoded);
+        return r;
+      }),
       ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d), headers: recordHeaders(d.batch_id, d.weight_version) })),
       ...(changelogTopic ? out.changelog.map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
     ];
@@ -133,7 +138,9 @@ export class OpenTransaction {
       chunk.forEach((r, i) => {
         if (r.topic !== pinTopic) return;
         const at = positions[i]!;
-        written.push({ topic: pinTopic, partition, offset: at.offset, key: Buffer.from(r.key as string), value: r.value, timestamp: now });
+        const input: InputRecord = { topic: pinTopic, partition, offset: at.offset, key: Buffer.from(r.key as string), value: r.value, timestamp: now };
+        if (decoded.has(r)) input.decoded = decoded.get(r);
+        written.push(input);
       });
     }
     return written;

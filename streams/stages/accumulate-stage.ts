@@ -248,7 +248,7 @@ class AccumulateProcessor implements PartitionProcessor {
       const value =
         assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ??
         this.deps.groupCodec.encode(group);
-      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
+      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, decoded: group, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
       this.emitted(group.batch_id).add(group.group_id);
       out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });
     }

@@ -42,7 +42,7 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           const headers = recordHeaders(group.batch_id, result.penalized.weight_version);
-          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized), headers });
+          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized), decoded: result.penalized, headers });
           out.messages.push({
             topic: topics.metrics,
             key: group.batch_id,
