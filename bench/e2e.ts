@@ -48,7 +48,7 @@ import { UsageError } from '../tools/command.js';
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
-                               [--format row|gym-result] [--cpu-prof DIR]
+                               [--format row|gym-result] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -73,6 +73,15 @@ record size (ProducerPerformance), and last "ratio e2e/raw: <n>".
   GymResult bytes actually sent get their own line.
 --cpu-prof DIR writes a V8 CPU profile of each stage process into DIR
   (open in Chrome DevTools, or summarize self time per module).
+--brokers 3 runs the same measurement on the single local broker
+  (replication 1) and on the local three-broker cluster (replication 3,
+  min.insync.replicas 2), then a paced run on the cluster during which the
+  broker leading most row-completed partitions is SIGKILLed for 30 s; last
+  lines "ratio rf3/rf1: <n>" (rows/s) and "failover gap: <ms>" (the longest
+  time without a packed group after the kill). bench/e2e-cluster.ts.
+--kill-leader-after S (on the cluster; what --brokers 3 uses) SIGKILLs that
+  broker S s into producing, restarts it after --down D s (30), and prints
+  "failover gap: <ms>".
 
 Example: ./rollout-stream bench e2e --profile published-max --batches 4
          ./rollout-stream bench e2e --profile published-max --batches 2 --format gym-result`;
@@ -180,6 +189,46 @@ function localPid(name: 'broker' | 'registry'): number | undefined {
   }
 }
 
+/**
+ * After `afterMs`, SIGKILLs the cluster node leading most partitions of
+ * `topic` (scripts/local-kafka.sh kill-broker N --brokers 3) and starts it
+ * again `downMs` later. Resolves with the node and when it was killed.
+ */
+function scheduleLeaderKill(
+  /** The admin client's metadata call (who leads which partition). */
+  admin: { fetchTopicMetadata(o: { topics: string[] }): Promise<{ topics: Array<{ partitions: Array<{ leader: number }> }> }> },
+  topic: string,
+  afterMs: number,
+  downMs: number,
+): Promise<{ node: number; leads: number; at: number }> {
+  const script = join(ROOT, 'scripts', 'local-kafka.sh');
+  const kafkaCmd = (...args: string[]) => {
+    const r = spawnSync(script, [...args, '--brokers', '3'], { encoding: 'utf8', env: { ...process.env, RS_LOCAL_BROKER: '1' }, timeout: 180_000 });
+    if (r.status !== 0) throw new Error(`local-kafka.sh ${args.join(' ')} failed: ${r.stderr}`);
+  };
+  return new Promise((resolve, reject) => {
+    setTimeout(() => {
+      void (async () => {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        const counts = new Map<number, number>();
+        for (const p of topics[0]!.partitions) counts.set(p.leader, (counts.get(p.leader) ?? 0) + 1);
+        const [node, leads] = [...counts].sort((a, b) => b[1] - a[1])[0]!;
+        kafkaCmd('kill-broker', String(node));
+        const at = Date.now();
+        process.stderr.write(`[bench] node ${node} SIGKILLed; starting it again in ${downMs / 1000} s\n`);
+        setTimeout(() => {
+          try {
+            kafkaCmd('start-broker', String(node));
+            resolve({ node, leads, at });
+          } catch (e) {
+            reject(e as Error);
+          }
+        }, downMs);
+      })().catch(reject);
+    }, afterMs);
+  });
+}
+
 /** `a=2, b=1` */
 function countBy(items: string[]): string {
   const n = new Map<string, number>();
@@ -238,6 +287,9 @@ export async function main(argv: string[]): Promise<number> {
       wire: { type: 'string', default: 'trainer' },
       format: { type: 'string', default: 'row' },
       'cpu-prof': { type: 'string' },
+      brokers: { type: 'string' },
+      'kill-leader-after': { type: 'string' },
+      down: { type: 'string', default: '30' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -251,6 +303,13 @@ export async function main(argv: string[]): Promise<number> {
   if (values.wire !== 'trainer' && values.wire !== 'narrow') throw new UsageError(`--wire must be trainer or narrow, got ${values.wire}`);
   if (values.format !== 'row' && values.format !== 'gym-result') throw new UsageError(`--format must be row or gym-result, got ${values.format}`);
   const gymResults = values.format === 'gym-result';
+  if (values.brokers !== undefined && values.brokers !== '1') {
+    if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
+    const { compareOnCluster } = await import('./e2e-cluster.js');
+    return compareOnCluster(argv.filter((a, i) => a !== '--brokers' && argv[i - 1] !== '--brokers' && !a.startsWith('--brokers=')));
+  }
+  const killAfter = values['kill-leader-after'] === undefined ? null : Number(values['kill-leader-after']);
+  if (killAfter !== null && !(killAfter >= 0)) throw new UsageError(`--kill-leader-after must be seconds, got ${values['kill-leader-after']}`);
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
   const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix]] });
@@ -324,8 +383,10 @@ export async function main(argv: string[]): Promise<number> {
       env: { ...process.env, METRICS_PORT: String(ports[i]) },
     }),
   }));
-  const broker = localPid('broker');
-  const registryPid = localPid('registry');
+  // The JVMs of scripts/local-kafka.sh's single broker, when that is what this run uses.
+  const single = config.kafka.brokers.length === 1;
+  const broker = single ? localPid('broker') : undefined;
+  const registryPid = single ? localPid('registry') : undefined;
   const rss = new RssWatch(
     () =>
       new Map<string, number | undefined>([
@@ -340,6 +401,8 @@ export async function main(argv: string[]): Promise<number> {
 
   // Reader of the packed topic: arrival time per group.
   const arrived = new Map<string, number>();
+  // Every packed record's arrival, for the failover gap.
+  const arrivals: number[] = [];
   const reader = kafka.consumer({ groupId: `${prefix}bench-reader`, readUncommitted: false, maxWaitTimeInMs: 50 });
   await reader.connect();
   await reader.subscribe({ topic: names.packed, fromBeginning: true });
@@ -364,6 +427,7 @@ export async function main(argv: string[]): Promise<number> {
   await reader.run({
     eachMessage: async ({ message }) => {
       const key = message.key!.toString();
+      arrivals.push(Date.now());
       if (!arrived.has(key)) arrived.set(key, Date.now());
       checkDone();
     },
@@ -402,6 +466,7 @@ export async function main(argv: string[]): Promise<number> {
   const stageCpu0 = stages.map((s) => cpuSeconds(s.child.pid));
   const benchCpu0 = process.cpuUsage();
   t0 = Date.now();
+  const failover = killAfter === null ? null : scheduleLeaderKill(admin, names.rowCompleted, killAfter * 1000, Number(values.down) * 1000);
   const sent = await producer.send(source);
   await producer.disconnect();
   producing = false;
@@ -409,6 +474,7 @@ export async function main(argv: string[]): Promise<number> {
   const timeout = setTimeout(() => allIn(), 600_000);
   await done;
   clearTimeout(timeout);
+  const killed = failover ? await failover : null;
   if (progress) clearInterval(progress);
   const seconds = (Date.now() - t0) / 1000;
   const benchCpu = process.cpuUsage(benchCpu0);
@@ -499,6 +565,14 @@ export async function main(argv: string[]): Promise<number> {
     `broker raw         ${raw.toFixed(1)} MB/s (ProducerPerformance, ${avgRecord}-byte records, acks=all)`,
     `ratio e2e/raw: ${(mbps / (raw / 4)).toFixed(3)}`,
   );
+  if (killed) {
+    // Longest stretch without a packed record from the kill to the last record.
+    const after = [killed.at, ...arrivals.filter((t) => t > killed.at)].sort((a, b) => a - b);
+    let gap = 0;
+    for (let i = 1; i < after.length; i++) gap = Math.max(gap, after[i]! - after[i - 1]!);
+    lines.push(`failover           node ${killed.node} (leading ${killed.leads} row-completed partitions) SIGKILLed ${((killed.at - t0) / 1000).toFixed(0)} s into producing, down ${Number(values.down)} s; ${after.length - 1} packed records after`);
+    lines.push(`failover gap: ${gap}`);
+  }
   console.log(lines.join('\n'));
   return 0;
 }

@@ -5,14 +5,16 @@
  *
  *   npx tsx bench/fused-decode.ts [--groups 16] [--generations 16] [--profile published-max] [--reps 5]
  *
- * Records come from the offline runner on load-generator rows (no broker);
+ * Records come from the processors on load-generator rows (no broker);
  * best of `reps` passes over all records; prints ms per record and per group.
  */
 import { parseArgs } from 'node:util';
-import { runOffline } from '../cli/offline.js';
 import { loadConfig } from '../config/load.js';
-import { formatJsonLine, parseJsonLine } from '../json-form/form.js';
 import { generateEvents, type ProfileName } from '../loadgen/index.js';
+import { accumulateRow, createAccumulatorState } from '../processors/group-accumulator.js';
+import { postprocessGroup } from '../processors/postprocess.js';
+import { resolvePostprocessConfig } from '../processors/postprocess-config.js';
+import type { PenalizedGroup, PromptGroup } from '../processors/types.js';
 import { AvroBodyCodec } from '../streams/codecs/codec.js';
 
 const { values } = parseArgs({
@@ -22,14 +24,6 @@ const { config } = loadConfig({ file: undefined, env: {} });
 const events = [
   ...generateEvents({ batches: 1, groupsPerBatch: Number(values.groups), generations: Number(values.generations), seed: 3, profile: values.profile as ProfileName, runId: 'bench' }),
 ];
-const rows = events.flatMap((e) => (e.kind === 'row' ? [formatJsonLine({ kind: 'row', record: e.row })] : e.kind === 'batch_end' ? [formatJsonLine({ kind: 'batch_end', end: e.end })] : []));
-
-async function stageLines(stage: 'accumulate' | 'postprocess', input: string[]): Promise<string[]> {
-  const out: string[] = [];
-  await runOffline(stage, config, input, (l) => void out.push(l));
-  return out;
-}
-
 function decodeMs(kind: 'groupComplete' | 'penalized', objects: unknown[]): { perRecordMs: number; mb: number } {
   const codec = new AvroBodyCodec(kind);
   const bodies = objects.map((o) => codec.encodeBody(o as never));
@@ -42,9 +36,20 @@ function decodeMs(kind: 'groupComplete' | 'penalized', objects: unknown[]): { pe
   return { perRecordMs: best / bodies.length, mb: bodies.reduce((n, b) => n + b.length, 0) / 1e6 / bodies.length };
 }
 
-const groupLines = await stageLines('accumulate', rows);
-const groups = groupLines.map(parseJsonLine).flatMap((l) => (l.kind === 'group' ? [l.group] : []));
-const penalized = (await stageLines('postprocess', groupLines)).map(parseJsonLine).flatMap((l) => (l.kind === 'penalized' ? [l.group] : []));
+// The processors the stages run, chained as the offline runner chains them.
+const state = createAccumulatorState();
+const groups: PromptGroup[] = [];
+const rowCodec = new AvroBodyCodec('rowCompleted');
+for (const e of events) {
+  if (e.kind !== 'row') continue;
+  const payload = rowCodec.encodeBody({ kind: 'row', row: e.row });
+  groups.push(...accumulateRow(state, { record: e.row, payload }, config.accumulate, 0).groups.map((x) => x.group));
+}
+const resolved = resolvePostprocessConfig(config.postprocess, { configDir: process.cwd() });
+const penalized: PenalizedGroup[] = groups.flatMap((g) => {
+  const r = postprocessGroup(g, resolved);
+  return r.ok ? [r.penalized] : [];
+});
 const g = decodeMs('groupComplete', groups);
 const p = decodeMs('penalized', penalized);
 console.log(`group-complete  ${groups.length} records of ${g.mb.toFixed(2)} MB: decode ${g.perRecordMs.toFixed(3)} ms each`);

@@ -24,6 +24,7 @@ import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionForKey } from '../streams/topics/partitioner.js';
 import { createPublisher, type RolloutPublisher } from '../streams/publish/publisher.js';
 import { subjectOf, topicNames, topicSpecs } from '../streams/topics/names.js';
+import { createMissingTopics } from '../streams/topics/create.js';
 import type { BenchRecord } from './ingest-records.js';
 
 /** The publisher's own defaults (streams/publish/publisher.ts), passed explicitly so both sides batch alike by construction. */
@@ -118,10 +119,7 @@ export async function measurePublishing(records: readonly BenchRecord[], config:
   let publisher: RolloutPublisher | null = null;
   let producer: Producer | null = null;
   try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: spec.numPartitions, replicationFactor: config.topics.replication_factor, configEntries: spec.configEntries }],
-    });
+    await createMissingTopics(admin, [spec], config.topics);
     publisher = await createPublisher(config, { clientSuffix: 'bench-ingest-publisher', ...BATCHING });
     const codec = await new TopicCodec('rowCompleted', subjectOf(topic), createRegistry(config.kafka)).init();
     const partitions = publisher.partitions;

@@ -13,6 +13,7 @@ import { deadLetterRecord } from '../streams/api/dead-letters.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, scanRanges, type ScanRecord } from '../streams/ops/topic-scan.js';
 import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics/names.js';
+import { createMissingTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { formatTable } from './table.js';
 import { RecordDecoder } from './topic-records.js';
@@ -52,14 +53,7 @@ export async function ensureSandboxTopics(kafka: Kafka, config: Config, sandboxP
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const existing = new Set(await admin.listTopics());
-    const missing = topicSpecs(sandbox).filter((s) => wanted.has(s.topic) && !existing.has(s.topic));
-    if (missing.length > 0) {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((s) => ({ topic: s.topic, numPartitions: s.numPartitions, replicationFactor: config.topics.replication_factor, configEntries: s.configEntries })),
-      });
-    }
+    await createMissingTopics(admin, topicSpecs(sandbox).filter((s) => wanted.has(s.topic)), config.topics);
   } finally {
     await admin.disconnect();
   }

@@ -11,9 +11,12 @@ export const topicsCommand: Command = {
   summary: 'create the topics of SPEC §1 and register their schemas (idempotent)',
   usage: `usage: ./rollout-stream topics <create|list> [--config F] [--prefix P]
 
-  create   create missing topics (partitions, size limits, cleanup policy) and
-           register every value schema under <topic>-value with BACKWARD
-           compatibility; running it again changes nothing
+  create   create missing topics (partitions, size limits, cleanup policy,
+           replication) and register every value schema under <topic>-value
+           with BACKWARD compatibility; running it again changes nothing.
+           Replicas and min.insync.replicas: topics.replication_factor and
+           topics.min_insync_replicas, else from the cluster (1 broker: 1/1,
+           3 or more: 3/2); more replicas than live brokers stops with an error
   list     print the topics and their configs without touching the broker
 
 Options:
@@ -40,6 +43,10 @@ Example: ./rollout-stream topics create --prefix sandbox.`,
       for (const t of r.created) console.log(`created  ${t}`);
       for (const t of r.existing) console.log(`exists   ${t}`);
       for (const [subject, id] of Object.entries(r.schemaIds)) console.log(`schema   ${subject} id=${id}`);
+      const { replicationFactor: rf, minInsyncReplicas: isr, brokers, source } = r.replication;
+      if (r.created.length > 0) {
+        console.log(`replicas ${rf}, min.insync.replicas ${isr} (${source === 'config' ? 'from topics.replication_factor / topics.min_insync_replicas' : `decided from the cluster's ${brokers} broker(s)`})`);
+      }
     } finally {
       await admin.disconnect();
     }

@@ -139,13 +139,39 @@ export const kafkaConfigSchema = z.strictObject({
   /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
   max_message_bytes: z.number().int().positive().default(67_108_864),
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
+  /**
+   * How long a stage's start-up waits for a schema registry that does not
+   * answer before it fails (once running, a stage waits for the registry as
+   * long as it takes, and only for schema ids it has not seen yet).
+   */
+  registry_startup_wait_ms: z.number().int().nonnegative().default(30_000),
 });
 
-export const topicsConfigSchema = z.strictObject({
-  prefix: z.string().default(''),
-  partitions: z.number().int().positive().default(4),
-  replication_factor: z.number().int().positive().default(1),
-});
+export const topicsConfigSchema = z
+  .strictObject({
+    prefix: z.string().default(''),
+    partitions: z.number().int().positive().default(4),
+    /**
+     * Replicas of every pipeline topic. null: decided by `topics create` from
+     * the brokers the cluster has then (1 on one broker, 3 on three or more).
+     */
+    replication_factor: z.number().int().positive().nullable().default(null),
+    /**
+     * `min.insync.replicas` of every pipeline topic: with acks=all, a write
+     * (and so a transaction) succeeds only while this many replicas have it.
+     * null: 2 when the replication factor is 3 or more, else 1.
+     */
+    min_insync_replicas: z.number().int().positive().nullable().default(null),
+  })
+  .superRefine((t, ctx) => {
+    if (t.replication_factor !== null && t.min_insync_replicas !== null && t.min_insync_replicas > t.replication_factor) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['min_insync_replicas'],
+        message: `${t.min_insync_replicas} is more than topics.replication_factor (${t.replication_factor}): no write could ever succeed; lower it or raise the replication factor`,
+      });
+    }
+  });
 
 export const runtimeConfigSchema = z.strictObject({
   stages: z.array(z.enum(['accumulate', 'postprocess', 'pack'])).default(['accumulate', 'postprocess', 'pack']),

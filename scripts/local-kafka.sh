@@ -4,7 +4,8 @@
 # Both bind to loopback. Artifacts come from Maven Central through
 # infra/kafka/pom.xml into .local/ (git-ignored); data lives in .local/kafka.
 #
-#   scripts/local-kafka.sh up|down|status|install|restart-broker
+#   scripts/local-kafka.sh up|down|status|install|restart-broker [--brokers 1|3]
+#   (--brokers 3: a local three-node cluster, scripts/local-kafka-cluster.sh)
 #
 # Ports: RS_KAFKA_PORT (9092), RS_CONTROLLER_PORT (9093), RS_REGISTRY_PORT (8081),
 # RS_REGISTRY_MGMT_PORT (registry port + 1: its health/metrics interface).
@@ -244,6 +245,30 @@ external_status() {
   [[ $ok == 1 ]]
 }
 
+# `--brokers N` (anywhere on the line; default RS_BROKERS, else 1): 1 is the
+# single broker above, 3 the local cluster of scripts/local-kafka-cluster.sh.
+BROKERS="${RS_BROKERS:-1}"
+args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --brokers) BROKERS="${2:-}"; shift 2 || { log "--brokers needs a number (1 or 3)"; exit 2; } ;;
+    --brokers=*) BROKERS="${1#--brokers=}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+set -- "${args[@]+"${args[@]}"}"
+case "$BROKERS" in
+  1) ;;
+  3) if [[ -n "${KAFKA_BROKERS:-}" && "${RS_LOCAL_BROKER:-}" != 1 && "${1:-}" =~ ^(up|down)$ ]]; then
+       log "KAFKA_BROKERS is set ($KAFKA_BROKERS): using it, nothing local is started or stopped"; exit 0
+     fi
+     case "${1:-}" in -h|--help|help|"") ;; *)
+       # shellcheck source=scripts/local-kafka-cluster.sh
+       source "$ROOT/scripts/local-kafka-cluster.sh"; cluster_main "$@"; exit $? ;;
+     esac ;;
+  *) log "--brokers $BROKERS: only 1 (one broker) and 3 (a local cluster) are supported"; exit 2 ;;
+esac
+
 # RS_LOCAL_BROKER=1: KAFKA_BROKERS points at this script's own broker (set by scripts/test.sh).
 if [[ -n "${KAFKA_BROKERS:-}" && "${RS_LOCAL_BROKER:-}" != 1 ]]; then
   case "${1:-}" in
@@ -263,7 +288,7 @@ case "${1:-}" in
   status) status ;;
   -h|--help|help|"")
     cat <<USAGE
-usage: ./rollout-stream kafka <up|down|status>
+usage: ./rollout-stream kafka <up|down|status> [--brokers 1|3]
 
   up       fetch Kafka ${KAFKA_VERSION_HINT:-4.x} and Apicurio Registry from Maven Central (first run),
            start the broker (KRaft, 127.0.0.1:$KAFKA_PORT) and the registry
@@ -272,6 +297,15 @@ usage: ./rollout-stream kafka <up|down|status>
   status   print the bootstrap servers and registry URL and whether each answers
   wipe     stop both and delete the local data
   restart-broker | stop-broker | start-broker   (used by failure tests)
+
+  --brokers 3 (or RS_BROKERS=3): the same commands for a local cluster of three
+           KRaft nodes (broker + controller each) on 127.0.0.1:19092-19094
+           (controllers :19095-19097) with its own registry on
+           http://127.0.0.1:18091/apis/ccompat/v7 and data in .local/kafka-cluster;
+           internal topics replicated 3 times, min.insync.replicas 2. It runs
+           beside the single broker. Extra commands: bootstrap, registry-url,
+           controller-leader, kill-broker N (SIGKILL), stop-broker N,
+           start-broker N, stop-registry, start-registry.
 
 With KAFKA_BROKERS (and SCHEMA_REGISTRY_URL) set, nothing local is started:
 up/down say so and status probes those instead.

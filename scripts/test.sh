@@ -2,27 +2,68 @@
 # ./rollout-stream test: every suite against a real broker and registry.
 #   1. typecheck   2. TypeScript unit tests   3. local broker + registry up
 #   (unless KAFKA_BROKERS is set)   4. TypeScript integration tests
-#   5. Python tests (unit + integration)
+#   5. Python tests (unit + integration)   6. the cluster tier: a local
+#   three-broker cluster (scripts/local-kafka-cluster.sh) and test/cluster/
 # Ends with one line "tests: N passed, N failed" over all suites.
-# Options: --unit (unit suites only, no broker), --keep (leave the broker up).
+# Options: --unit (unit suites only, no broker), --keep (leave the brokers up),
+#   --cluster (the cluster tier only), --no-cluster (all but the cluster tier).
+# RS_BROKERS=3: steps 4-5 run against the local cluster too (replicated topics).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 RESULTS="$ROOT/.local/test-results"
 rm -rf "$RESULTS" && mkdir -p "$RESULTS"
-UNIT_ONLY=0 KEEP=0
+UNIT_ONLY=0 KEEP=0 CLUSTER=1 CLUSTER_ONLY=0
 for a in "$@"; do
   case "$a" in
-    --unit) UNIT_ONLY=1 ;;
+    --unit) UNIT_ONLY=1; CLUSTER=0 ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cluster) CLUSTER_ONLY=1 ;;
+    --no-cluster) CLUSTER=0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $a (see ./rollout-stream test --help)" >&2; exit 2 ;;
   esac
 done
 
 failed=0
 step() { printf '\n=== %s ===\n' "$*"; }
+cluster_started=0 started_here=0
+cleanup() {
+  [[ $KEEP == 1 ]] && return 0
+  if [[ $cluster_started == 1 ]]; then scripts/local-kafka.sh down --brokers 3; cluster_started=0; fi
+  if [[ $started_here == 1 ]]; then scripts/local-kafka.sh down; started_here=0; fi
+}
+trap cleanup EXIT
 
+# What the services said around a failure (CI keeps nothing else).
+service_logs() {
+  local f
+  for f in "$@"; do
+    [[ -f "$f" ]] || continue
+    printf '\n--- last lines of %s ---\n' "$f"
+    grep -E 'WARN|ERROR|Exception' "$f" | tail -25
+  done
+}
+
+# The local three-broker cluster (started here when it is not up).
+cluster_up() {
+  if ! scripts/local-kafka.sh status --brokers 3 | grep -q "(3 of 3 nodes up)"; then cluster_started=1; fi
+  RS_LOCAL_BROKER=1 scripts/local-kafka.sh up --brokers 3 || { echo "could not start the local cluster" >&2; exit 1; }
+}
+
+# Tier 6: the cluster tests (test/cluster, their own vitest project).
+cluster_tier() {
+  step "cluster tests (three brokers + registry, test/cluster)"
+  cluster_up
+  if ! RS_KEEP_CLUSTER=1 npx vitest run --project cluster --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-cluster.json"; then
+    failed=1
+    service_logs "${RS_KAFKA_CLUSTER_STATE_DIR:-$ROOT/.local/kafka-cluster}"/node-*/broker.log "${RS_KAFKA_CLUSTER_STATE_DIR:-$ROOT/.local/kafka-cluster}/registry.log"
+  fi
+}
+
+if [[ $CLUSTER_ONLY == 1 ]]; then
+  cluster_tier
+else
 step "typecheck"
 npx tsc --noEmit -p . || failed=1
 
@@ -36,9 +77,14 @@ fi
 step "TypeScript unit tests"
 npx vitest run --project unit --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-unit.json" || failed=1
 
-started_here=0
 if [[ $UNIT_ONLY == 0 ]]; then
-  if [[ -z "${KAFKA_BROKERS:-}" || "${RS_LOCAL_BROKER:-}" == 1 ]]; then
+  if [[ "${RS_BROKERS:-1}" == 3 && ( -z "${KAFKA_BROKERS:-}" || "${RS_LOCAL_BROKER:-}" == 1 ) ]]; then
+    step "local three-broker cluster and its schema registry (RS_BROKERS=3)"
+    cluster_up
+    export KAFKA_BROKERS="$(scripts/local-kafka.sh bootstrap --brokers 3)"
+    export SCHEMA_REGISTRY_URL="$(scripts/local-kafka.sh registry-url --brokers 3)"
+    export RS_LOCAL_BROKER=1
+  elif [[ -z "${KAFKA_BROKERS:-}" || "${RS_LOCAL_BROKER:-}" == 1 ]]; then
     step "local Kafka broker and schema registry"
     if ! scripts/local-kafka.sh status | grep -q "kafka .* up"; then started_here=1; fi
     scripts/local-kafka.sh up || { echo "could not start the local broker/registry" >&2; exit 1; }
@@ -47,19 +93,16 @@ if [[ $UNIT_ONLY == 0 ]]; then
     export SCHEMA_REGISTRY_URL="http://127.0.0.1:${RS_REGISTRY_PORT:-8081}/apis/ccompat/v7"
     export RS_LOCAL_BROKER=1
   fi
-  cleanup() { if [[ $started_here == 1 && $KEEP == 0 ]]; then scripts/local-kafka.sh down; fi; }
-  trap cleanup EXIT
 
   step "TypeScript integration tests (real broker + registry)"
-  if ! npx vitest run --project integration --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json"; then
+  # On the cluster, the SASL/TLS tests have no listeners to talk to (they
+  # live on the single broker only).
+  exclude=()
+  [[ "${RS_BROKERS:-1}" == 3 ]] && exclude=(--exclude test/integration/security.test.ts)
+  if ! npx vitest run --project integration "${exclude[@]}" --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-integration.json"; then
     failed=1
-    # What the services said around the failure (CI keeps nothing else).
     state="${RS_KAFKA_STATE_DIR:-$ROOT/.local/kafka}"
-    for f in broker registry; do
-      [[ -f "$state/$f.log" ]] || continue
-      printf '\n--- last lines of %s ---\n' "$state/$f.log"
-      grep -E 'WARN|ERROR|Exception' "$state/$f.log" | tail -25
-    done
+    service_logs "$state/broker.log" "$state/registry.log"
   fi
 fi
 
@@ -68,6 +111,13 @@ if [[ -d python/tests ]]; then
   marks=()
   [[ $UNIT_ONLY == 1 ]] && marks=(-m "not integration and not transferqueue")
   .venv/bin/python -m pytest python/tests -q "${marks[@]}" --junitxml="$RESULTS/python.xml" || failed=1
+fi
+
+if [[ $CLUSTER == 1 ]]; then
+  # The single broker is not needed any more: give its memory and CPU to the cluster.
+  if [[ $started_here == 1 && $KEEP == 0 ]]; then scripts/local-kafka.sh down; started_here=0; fi
+  cluster_tier
+fi
 fi
 
 node --input-type=module -e '

@@ -10,6 +10,8 @@ import type { Kafka, Message, Producer } from 'kafkajs';
 import type { GymResultEvent, LoadgenEvent } from '../loadgen/index.js';
 import type { TopicCodec } from '../streams/codecs/codec.js';
 import { compressionType, type CompressionName } from '../streams/kafka/kafkajs/compression.js';
+import { sendEveryPartition } from '../streams/kafka/kafkajs/send-every-partition.js';
+import { partitionForKey } from '../streams/topics/partitioner.js';
 
 export interface ProduceProgress {
   rows: number;
@@ -107,7 +109,14 @@ export class RowProducer {
     const messages = this.buffer;
     this.buffer = [];
     this.buffered = 0;
-    await this.producer.send({ topic: this.o.topic, acks: -1, messages, compression: compressionType(this.o.compression ?? 'none') });
+    // Partitions placed here (murmur2 of the key, as kafkajs would), so the
+    // answer can be checked for each: a leader change can make kafkajs skip
+    // one (streams/kafka/kafkajs/send-every-partition.ts).
+    const placed = messages.map((m, i) => ({
+      ...m,
+      partition: m.partition ?? (m.key == null ? i % this.partitions : partitionForKey(typeof m.key === 'string' ? m.key : new Uint8Array(m.key), this.partitions)),
+    }));
+    await sendEveryPartition(this.producer, this.o.topic, placed, compressionType(this.o.compression ?? 'none'));
     this.o.onProgress?.(this.progress);
   }
 

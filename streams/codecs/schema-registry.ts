@@ -22,7 +22,31 @@ export interface RegistryOptions {
   requestTimeoutMs?: number;
   /** Attempts of one registration when the registry times out, answers 5xx or drops the connection. */
   registerAttempts?: number;
+  /**
+   * Keep retrying such a registration until this long has passed since the
+   * first attempt (start-up waits this long for a registry that is down,
+   * then fails with an error that says so). Default 0: `registerAttempts` only.
+   */
+  registerWaitMs?: number;
+  /**
+   * When the registry cannot be reached, a lookup of a schema id not cached
+   * here waits (retrying with backoff) until it answers, instead of failing:
+   * the stages' way of riding out a registry outage (SPEC §8.1). Default false.
+   */
+  waitOnLookup?: boolean;
+  /** Where the waits are reported (rate-limited); default: a warn line on stderr. */
+  log?: (message: string) => void;
 }
+
+/** How often a lookup that keeps waiting says so again. */
+const WAIT_LOG_EVERY_MS = 15_000;
+/**
+ * A registry that has just come back may not know every id yet: Apicurio
+ * (KafkaSQL) serves requests while it still replays its journal topic and
+ * answers 404 for ids it is about to load (measured: for about 1 s). Within
+ * this long of the registry last being unreachable, a 404 is waited out too.
+ */
+const RELOAD_GRACE_MS = 60_000;
 
 // Above Apicurio's own KafkaSQL response timeout (30 s: a write waits until
 // the registry has read it back from its journal topic), so a slow registry
@@ -43,6 +67,15 @@ export class SchemaRegistryClient {
   private readonly headers: Record<string, string>;
   private readonly requestTimeoutMs: number;
   private readonly registerAttempts: number;
+  private readonly registerWaitMs: number;
+  private readonly waitOnLookup: boolean;
+  private readonly log: (message: string) => void;
+  /** When each waiting schema id last said so (rate-limiting the log line). */
+  private readonly waitReported = new Map<number, number>();
+  /** When a request last found the registry unreachable (or failing on its side). */
+  private lastUnreachableAt = -Infinity;
+  /** Ids whose wait for a registry still loading has been reported. */
+  private readonly reloadReported = new Set<number>();
   readonly url: string;
 
   constructor(options: RegistryOptions) {
@@ -52,6 +85,9 @@ export class SchemaRegistryClient {
       : {};
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.registerAttempts = options.registerAttempts ?? DEFAULT_REGISTER_ATTEMPTS;
+    this.registerWaitMs = options.registerWaitMs ?? 0;
+    this.waitOnLookup = options.waitOnLookup ?? false;
+    this.log = options.log ?? ((m) => void process.stderr.write(`${new Date().toISOString()} warn ${m}\n`));
     this.client = new SchemaRegistry({
       host: this.url,
       ...(options.auth ? { auth: options.auth } : {}),
@@ -84,12 +120,18 @@ export class SchemaRegistryClient {
         return id;
       } catch (cause) {
         const transient = isTransientRegistryError(cause);
-        if (transient && attempt < this.registerAttempts) {
-          await new Promise((r) => setTimeout(r, 250 * 2 ** (attempt - 1)));
+        const waited = Date.now() - t0;
+        if (transient && (attempt < this.registerAttempts || waited < this.registerWaitMs)) {
+          if (this.registerWaitMs > 0 && attempt === 1) {
+            this.log(`registry: ${this.url} does not answer (${(cause as Error).message}); retrying for up to ${Math.round(this.registerWaitMs / 1000)} s`);
+          }
+          const backoff = Math.min(250 * 2 ** (attempt - 1), 5_000);
+          await new Promise((r) => setTimeout(r, this.registerWaitMs > 0 ? Math.max(0, Math.min(backoff, this.registerWaitMs - waited)) : backoff));
           continue;
         }
-        const tries = attempt > 1 ? ` (${attempt} attempts over ${Math.round((Date.now() - t0) / 1000)} s)` : '';
-        throw new RegistryError(`registering ${subject} at ${this.url} failed${tries}: ${(cause as Error).message}`, {
+        const tries = attempt > 1 ? ` (${attempt} attempts over ${Math.round(waited / 1000)} s)` : '';
+        const hint = transient && this.registerWaitMs > 0 ? '; is the registry up, and is kafka.schema_registry_url right?' : '';
+        throw new RegistryError(`registering ${subject} at ${this.url} failed${tries}: ${(cause as Error).message}${hint}`, {
           cause,
           retriable: transient,
         });
@@ -97,10 +139,48 @@ export class SchemaRegistryClient {
     }
   }
 
-  /** The writer schema (parsed JSON) of an id; UndecodableError when the registry does not know it. */
+  /**
+   * The writer schema (parsed JSON) of an id; UndecodableError when the
+   * registry does not know it. An unreachable registry (or a 5xx) is a
+   * retriable RegistryError, or, with `waitOnLookup`, a wait until it answers.
+   */
   async schemaById(id: number): Promise<object> {
     const cached = this.schemasById.get(id);
     if (cached) return cached;
+    if (!this.waitOnLookup) return this.fetchSchema(id);
+    const t0 = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const schema = await this.fetchSchema(id);
+        this.reloadReported.delete(id);
+        if (this.waitReported.delete(id)) this.log(`registry: schema id ${id} fetched from ${this.url} after waiting ${Math.round((Date.now() - t0) / 1000)} s; its records go on`);
+        return schema;
+      } catch (e) {
+        const reloading = e instanceof UndecodableError && Date.now() - this.lastUnreachableAt < RELOAD_GRACE_MS;
+        if (!reloading && (!(e instanceof RegistryError) || !e.retriable)) throw e;
+        if (reloading) {
+          if (!this.reloadReported.has(id)) {
+            this.reloadReported.add(id);
+            this.waitReported.set(id, Date.now());
+            this.log(`registry: ${this.url} answers that it does not know schema id ${id} moments after it was unreachable: waiting for it to finish loading (an id still unknown ${RELOAD_GRACE_MS / 1000} s after the outage is undecodable)`);
+          }
+          await new Promise((r) => setTimeout(r, 500));
+          continue;
+        }
+        const last = this.waitReported.get(id);
+        if (last === undefined || Date.now() - last >= WAIT_LOG_EVERY_MS) {
+          this.waitReported.set(id, Date.now());
+          this.log(
+            `registry: schema id ${id} is not known here and the registry does not answer (${e.message}); ` +
+              `records with this id wait (not dead-lettered) until it does (waiting ${Math.round((Date.now() - t0) / 1000)} s)`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** (attempt - 1), 5_000)));
+      }
+    }
+  }
+
+  private async fetchSchema(id: number): Promise<object> {
     let text: string;
     try {
       const res = await fetch(`${this.url}/schemas/ids/${id}`, {
@@ -108,11 +188,18 @@ export class SchemaRegistryClient {
         signal: AbortSignal.timeout(this.requestTimeoutMs),
       });
       if (res.status === 404) throw new UndecodableError(`schema id ${id} is unknown to the registry at ${this.url}`);
-      if (!res.ok) throw new RegistryError(`registry answered ${res.status} for schema id ${id}`, { retriable: true });
+      if (!res.ok) {
+        this.lastUnreachableAt = Date.now();
+        throw new RegistryError(`registry answered ${res.status} for schema id ${id}`, { retriable: true });
+      }
       text = ((await res.json()) as { schema: string }).schema;
     } catch (cause) {
       if (cause instanceof RolloutStreamError) throw cause;
-      throw new RegistryError(`registry at ${this.url} unreachable: ${(cause as Error).message}`, { cause, retriable: true });
+      this.lastUnreachableAt = Date.now();
+      // fetch says only "fetch failed"; the reason (ECONNREFUSED, …) is its cause.
+      const why = (cause as { cause?: { code?: string; message?: string } }).cause;
+      const detail = why ? ` (${why.code ?? why.message})` : '';
+      throw new RegistryError(`registry at ${this.url} unreachable: ${(cause as Error).message}${detail}`, { cause, retriable: true });
     }
     const schema = JSON.parse(text) as object;
     this.schemasById.set(id, schema);
@@ -153,8 +240,12 @@ function isTransientRegistryError(e: unknown): boolean {
   );
 }
 
-/** The registry client for `config` (basic auth and TLS pass through). */
-export function createRegistry(config: KafkaConfig): SchemaRegistryClient {
+/**
+ * The registry client for `config` (basic auth and TLS pass through);
+ * `options` add the waiting behaviour the stages want (`registerWaitMs`,
+ * `waitOnLookup`, `log`).
+ */
+export function createRegistry(config: KafkaConfig, options: Pick<RegistryOptions, 'registerWaitMs' | 'waitOnLookup' | 'log'> = {}): SchemaRegistryClient {
   const tls = config.tls;
   const agent =
     tls?.enabled && config.schema_registry_url.startsWith('https:')
@@ -167,5 +258,6 @@ export function createRegistry(config: KafkaConfig): SchemaRegistryClient {
     url: config.schema_registry_url,
     auth: config.registry_auth,
     ...(agent ? { agent } : {}),
+    ...options,
   });
 }

@@ -7,6 +7,7 @@
 import type { Kafka, Producer } from 'kafkajs';
 import { RolloutStreamError } from '../../errors/index.js';
 import { compressionType, type CompressionName } from '../kafka/kafkajs/compression.js';
+import { sendEveryPartition } from '../kafka/kafkajs/send-every-partition.js';
 
 /** One record with its partition already chosen (the publisher picks it, never the client). */
 export interface OutgoingRecord {
@@ -34,10 +35,12 @@ export async function connectKafkaTransport(kafka: Kafka, topic: string, compres
   await admin.connect();
   let partitions: number;
   try {
-    if (!(await admin.listTopics()).includes(topic)) {
+    // This topic's metadata only: a request for every topic (listTopics)
+    // fails while any partition anywhere in the cluster has no leader.
+    const meta = await admin.fetchTopicMetadata({ topics: [topic] }).catch((e: { type?: string }) => {
+      if (e.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw e;
       throw new RolloutStreamError('topic_missing', `topic ${topic} does not exist; create it with ./rollout-stream topics create (with the same --prefix)`);
-    }
-    const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+    });
     partitions = meta.topics[0]!.partitions.length;
   } finally {
     await admin.disconnect();
@@ -49,7 +52,8 @@ export async function connectKafkaTransport(kafka: Kafka, topic: string, compres
     partitions,
     async send(records) {
       if (records.length === 0) return;
-      await producer.send({ topic, acks: -1, compression: codec, messages: records.map((r) => ({ key: r.key, value: r.value, partition: r.partition })) });
+      // Every partition checked in kafkajs's answer: a leader change can make it skip one (send-every-partition.ts).
+      await sendEveryPartition(producer, topic, records.map((r) => ({ key: r.key, value: r.value, partition: r.partition })), codec);
     },
     close: () => producer.disconnect(),
   };

@@ -165,7 +165,13 @@ async function drainSeparately(
 export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline> {
   const { config } = o;
   const topics = topicNames(config.topics.prefix);
-  const registry = createRegistry(config.kafka);
+  // Start-up waits a bounded time for the registry; afterwards a schema id
+  // not seen yet waits for it (logged), and known ids need it not at all.
+  const registry = createRegistry(config.kafka, {
+    registerWaitMs: config.kafka.registry_startup_wait_ms,
+    waitOnLookup: true,
+    log: (m) => o.log.warn(m),
+  });
   const codec = <K extends RecordKind>(kind: K, topic: string, options?: CodecOptions) =>
     new TopicCodec(kind, subjectOf(topic), registry, options).init();
   const deadLetterCodec = await codec('deadLetter', topics.deadLetter);

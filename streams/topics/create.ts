@@ -1,39 +1,135 @@
 /** Idempotent creation of the topics of `names.ts` and registration of their value schemas under `<topic>-value`. */
 import type { Admin } from 'kafkajs';
-import type { Config } from '../../config/schema.js';
+import type { Config, TopicsConfig } from '../../config/schema.js';
+import { ConfigError } from '../../errors/index.js';
 import { avroSchema } from '../../schemas/index.js';
 import type { SchemaRegistryClient } from '../codecs/schema-registry.js';
-import { subjectOf, topicSpecs } from './names.js';
+import { subjectOf, topicSpecs, type TopicSpec } from './names.js';
 
 export interface CreateTopicsResult {
   created: string[];
   existing: string[];
   schemaIds: Record<string, number>;
+  /** The replication the created topics got, and where it came from. */
+  replication: Replication;
+}
+
+export interface Replication {
+  replicationFactor: number;
+  minInsyncReplicas: number;
+  /** Brokers the cluster reported when it was decided. */
+  brokers: number;
+  /** 'config' when both figures were given, else 'cluster' (decided from `brokers`). */
+  source: 'config' | 'cluster';
+}
+
+/**
+ * The replication factor and `min.insync.replicas` for new topics (SPEC §8.1):
+ * `topics.replication_factor` / `topics.min_insync_replicas` when set, else
+ * from the live brokers (one broker: 1 and 1; three or more: 3 and 2). Throws
+ * a ConfigError naming the key when the cluster cannot satisfy the request.
+ */
+export async function resolveReplication(admin: Admin, topics: TopicsConfig): Promise<Replication> {
+  const { brokers } = await admin.describeCluster();
+  const n = brokers.length;
+  const rf = topics.replication_factor ?? Math.min(3, n);
+  if (rf > n) {
+    throw new ConfigError(
+      'topics.replication_factor',
+      `${rf} replicas requested but the cluster has ${n} live broker(s) (${brokers.map((b) => `${b.host}:${b.port}`).join(', ')}); ` +
+        'lower topics.replication_factor (or leave it unset to follow the cluster) or start the missing brokers',
+    );
+  }
+  const minIsr = topics.min_insync_replicas ?? (rf >= 3 ? 2 : 1);
+  if (minIsr > rf) {
+    throw new ConfigError(
+      'topics.min_insync_replicas',
+      `${minIsr} is more than the replication factor (${rf}${topics.replication_factor === null ? `, decided from ${n} broker(s)` : ''}): no write could ever succeed; lower it or raise topics.replication_factor`,
+    );
+  }
+  return {
+    replicationFactor: rf,
+    minInsyncReplicas: minIsr,
+    brokers: n,
+    source: topics.replication_factor !== null && topics.min_insync_replicas !== null ? 'config' : 'cluster',
+  };
+}
+
+/** Creates those of `specs` that do not exist yet, replicated as `resolveReplication` decides; returns the names created. */
+export async function createMissingTopics(admin: Admin, specs: readonly TopicSpec[], topics: TopicsConfig): Promise<{ created: string[]; replication: Replication }> {
+  const replication = await resolveReplication(admin, topics);
+  const existing = await existingTopics(admin, specs.map((s) => s.topic));
+  const missing = specs.filter((s) => !existing.has(s.topic));
+  if (missing.length > 0) {
+    await admin.createTopics({
+      waitForLeaders: false,
+      topics: missing.map((s) => ({
+        topic: s.topic,
+        numPartitions: s.numPartitions,
+        replicationFactor: replication.replicationFactor,
+        configEntries: [...s.configEntries, { name: 'min.insync.replicas', value: String(replication.minInsyncReplicas) }],
+      })),
+    });
+  }
+  await waitForLeaders(admin, missing.map((s) => s.topic));
+  return { created: missing.map((s) => s.topic), replication };
+}
+
+/**
+ * Waits until every partition of `topics` has a leader. kafkajs's own wait
+ * gives up when the broker it asks has not caught up with the new topics yet
+ * ("does not host this topic-partition", as a just-restarted broker of a
+ * cluster answers for a moment); that, and no leader yet, are waited out here.
+ */
+async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 60_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (const topic of topics) {
+    for (;;) {
+      try {
+        const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+        if (meta.topics[0]!.partitions.every((p) => p.leader >= 0)) break;
+      } catch (e) {
+        const type = (e as { type?: string }).type;
+        if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE') throw e;
+        if (Date.now() > until) throw e;
+      }
+      if (Date.now() > until) throw new Error(`topic ${topic} has partitions without a leader ${timeoutMs / 1000} s after it was created`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/**
+ * Which of `topics` exist, asking for each one's metadata. Not listTopics:
+ * kafkajs's metadata request for every topic fails while any partition
+ * anywhere in the cluster has no leader (another team's replication-1 topic
+ * on a lost broker), and topics must still be creatable then.
+ */
+export async function existingTopics(admin: Admin, topics: readonly string[]): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const topic of topics) {
+    try {
+      await admin.fetchTopicMetadata({ topics: [topic] });
+      out.add(topic);
+    } catch (e) {
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw e;
+    }
+  }
+  return out;
 }
 
 /** Creates missing topics and registers every value schema; running it again changes nothing. */
 export async function createTopics(admin: Admin, registry: SchemaRegistryClient, config: Config): Promise<CreateTopicsResult> {
   const specs = topicSpecs(config);
-  const existing = new Set(await admin.listTopics());
-  const missing = specs.filter((s) => !existing.has(s.topic));
-  if (missing.length > 0) {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: missing.map((s) => ({
-        topic: s.topic,
-        numPartitions: s.numPartitions,
-        replicationFactor: config.topics.replication_factor,
-        configEntries: s.configEntries,
-      })),
-    });
-  }
+  const { created, replication } = await createMissingTopics(admin, specs, config.topics);
   const schemaIds: Record<string, number> = {};
   for (const s of specs) {
     if (s.kind) schemaIds[subjectOf(s.topic)] = await registry.register(subjectOf(s.topic), avroSchema(s.kind));
   }
   return {
-    created: missing.map((s) => s.topic),
-    existing: specs.filter((s) => existing.has(s.topic)).map((s) => s.topic),
+    created,
+    existing: specs.filter((s) => !created.includes(s.topic)).map((s) => s.topic),
     schemaIds,
+    replication,
   };
 }

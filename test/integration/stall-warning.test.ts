@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { generateEvents } from '../../loadgen/index.js';
 import { topicNames, topicSpecs } from '../../streams/topics/names.js';
+import { createMissingTopics } from '../../streams/topics/create.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
 import { kill, sleep, startStage, waitForLog, writeTestConfig, type StageProcess } from './stage-processes.js';
@@ -50,10 +51,7 @@ describe('stalled stages', () => {
     ]);
 
     const spec = topicSpecs(env.config).find((s) => s.topic === names.packed)!;
-    await env.admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic: spec.topic, numPartitions: spec.numPartitions, replicationFactor: env.config.topics.replication_factor, configEntries: spec.configEntries }],
-    });
+    await createMissingTopics(env.admin, [spec], env.config.topics);
     await assertExactlyOnce(env.kafka, env.registry, env.prefix, want, 120_000);
     // Caught up and idle (inputs ending in commit markers): no more warnings, from any runner.
     const stalls = () => proc!.log.filter((l) => /nothing committed for/.test(l)).length;

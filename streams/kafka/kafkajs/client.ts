@@ -71,6 +71,10 @@ export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'err
     requestTimeout: 60_000,
     logLevel: LEVELS[level] ?? logLevel.ERROR,
     logCreator,
-    retry: { retries: 8, initialRetryTime: 200, maxRetryTime: 5_000 },
+    // About 30 s of retries (0.2, 0.4 … 5 s): enough to ride out a broker's
+    // loss on a cluster, where its partitions move only after the controller
+    // fences it (broker.session.timeout.ms, 9 s by default) and clients then
+    // learn the new leaders. 8 retries (~21 s) ran out now and then (SPEC §8.1).
+    retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
   });
 }

@@ -50,8 +50,23 @@ async function partitionsOf(o: SinkOptions, topic: string): Promise<number> {
 /** Records without a key and without a partition are spread round robin. */
 let nullKeyPartition = 0;
 
-/** Places each record, groups them per topic for kafkajs, and maps its answer back to positions in input order. */
-async function sendPlaced(
+/**
+ * Places each record, groups them per topic for kafkajs, and maps its answer
+ * back to positions in input order.
+ *
+ * kafkajs answers one entry per partition and broker that took records. Two
+ * entries for one partition mean it wrote that partition's records twice:
+ * when one broker's request of a send fails and a partition whose broker
+ * already took its records has moved to the failing broker meanwhile (a
+ * leader change on a cluster), kafkajs's retry sends them to the new leader
+ * again, with fresh sequence numbers, so the broker keeps both copies (seen
+ * on the three-broker cluster: the same records twice in one transaction,
+ * 51 ms apart). That send is refused here (`transaction_outcome_unknown`):
+ * the transaction is aborted and both copies with it. One entry missing (the
+ * converse: the partition moved to a broker that had answered already) is
+ * refused the same way below.
+ */
+export async function sendPlaced(
   send: (topicMessages: Array<{ topic: string; messages: Message[] }>) => Promise<Array<{ topicName: string; partition: number; baseOffset?: string }>>,
   records: OutgoingRecord[],
   o: SinkOptions,
@@ -66,6 +81,14 @@ async function sendPlaced(
     placed.push({ topic: r.topic, partition });
   }
   const meta = await send([...byTopic].map(([topic, messages]) => ({ topic, messages })));
+  const answered = new Set<string>();
+  for (const m of meta) {
+    const k = `${m.topicName}/${m.partition}`;
+    if (answered.has(k)) {
+      throw new RolloutStreamError('transaction_outcome_unknown', `the records for ${k} were written twice by one send (the client resent them to a new leader)`, { retriable: true });
+    }
+    answered.add(k);
+  }
   const base = new Map(meta.map((m) => [`${m.topicName}/${m.partition}`, m.baseOffset === undefined ? null : BigInt(m.baseOffset)]));
   const next = new Map<string, bigint>();
   return placed.map((p) => {
