@@ -11,7 +11,7 @@ import { topicNames } from '../../streams/topics/names.js';
 import { assertExactlyOnce, expectedRun } from '../integration/exactly-once-expectations.js';
 import { connectRowProducer, sendInSlices, testEnv, type TestEnv } from '../integration/helpers.js';
 import { kill, sleep, startStage, waitForLog, writeTestConfig, type StageProcess } from '../integration/stage-processes.js';
-import { controllerLeader, deadLettersIn, deleteTopicsWithPrefix, distinctTail, duplicatesIn, killBroker, pipelineState, saveLogs, leadersOf, startBroker, waitInSync } from './cluster.js';
+import { controllerLeader, deleteTopicsWithPrefix, killBroker, leadersOf, reportRun, startBroker, waitInSync } from './cluster.js';
 import { PackedWatch } from './packed-watch.js';
 
 const OUTAGE_MS = 30_000;
@@ -21,21 +21,7 @@ let watch: PackedWatch | undefined;
 let down: number | null = null;
 
 afterEach(async (ctx) => {
-  if (ctx.task.result?.state === 'fail') {
-    for (const p of procs) console.error(`--- ${p.name} (last distinct lines) ---\n${distinctTail(p.log, 60).join('\n')}`);
-    saveLogs(`loss-${Date.now()}`, procs);
-    if (env) {
-      console.error(await pipelineState(env.admin, env.prefix, topicNames(env.prefix)));
-      const n = topicNames(env.prefix);
-      console.error(`dead letters: ${(await deadLettersIn(env.kafka, env.registry, n.deadLetter).catch((e: Error) => [e.message])).join('; ') || 'none'}`);
-      for (const t of [n.groupComplete, n.penalized, n.packed]) {
-        console.error(`duplicates in ${t}: ${(await duplicatesIn(env.kafka, t).catch((e: Error) => [e.message])).join('; ') || 'none'}`);
-      }
-    }
-  }
-  // How often the sink refused a send kafkajs had written twice (streams/kafka/kafkajs/sink.ts).
-  const twice = procs.flatMap((p) => p.log.filter((l) => l.includes('written twice by one send')));
-  if (twice.length > 0) console.log(`sends refused as written twice: ${twice.length} (first: ${twice[0]})`);
+  await reportRun(`loss-${Date.now()}`, ctx.task.result?.state === 'fail', procs, env);
   await Promise.all(procs.map((p) => kill(p)));
   procs = [];
   if (down !== null) await startBroker(down).catch(() => undefined); // never leave the cluster short for the next test

@@ -11,7 +11,9 @@ import type { Admin, Kafka } from 'kafkajs';
 import { readTopic } from '../integration/topic-reader.js';
 import { TopicCodec } from '../../streams/codecs/codec.js';
 import type { SchemaRegistryClient } from '../../streams/codecs/schema-registry.js';
-import { subjectOf } from '../../streams/topics/names.js';
+import { subjectOf, topicNames } from '../../streams/topics/names.js';
+import type { TestEnv } from '../integration/helpers.js';
+import { distinctTail, type StageProcess } from '../integration/stage-processes.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -95,21 +97,6 @@ export async function pipelineState(admin: Admin, prefix: string, names: Record<
   return lines.join('\n');
 }
 
-/** The last `n` log lines whose message (timestamp left out) differs from every later one's, with repeat counts. */
-export function distinctTail(log: string[], n: number): string[] {
-  const seen = new Map<string, number>();
-  const out: string[] = [];
-  for (let i = log.length - 1; i >= 0 && out.length < n; i--) {
-    const message = log[i]!.replace(/^\S+Z /, '');
-    const count = seen.get(message);
-    seen.set(message, (count ?? 0) + 1);
-    if (count === undefined) out.push(log[i]!);
-  }
-  return out.reverse().map((l) => {
-    const times = seen.get(l.replace(/^\S+Z /, ''))!;
-    return times > 1 ? `${l}   [×${times}]` : l;
-  });
-}
 
 /** Keys read more than once from `topic` (read_committed) with where each copy is, e.g. `g1: 2@17, 0@40`. */
 export async function duplicatesIn(kafka: Kafka, topic: string): Promise<string[]> {
@@ -136,4 +123,27 @@ export async function deadLettersIn(kafka: Kafka, registry: SchemaRegistryClient
       return `${d.reason} ${d.group_id ?? '-'}${d.missing_row_indices.length ? ` missing [${d.missing_row_indices.join(',')}]` : ''}`;
     }),
   );
+}
+
+/**
+ * After a cluster test: on failure, each process's last distinct log lines
+ * (also saved to a file), the pipeline's offsets and groups, its dead letters
+ * and any duplicates downstream; always, how often the sink refused a send
+ * kafkajs had written twice (streams/kafka/kafkajs/sink.ts).
+ */
+export async function reportRun(label: string, failed: boolean, procs: StageProcess[], env: TestEnv | undefined): Promise<void> {
+  if (failed) {
+    for (const p of procs) console.error(`--- ${p.name} (last distinct lines) ---\n${distinctTail(p.log, 60).join('\n')}`);
+    saveLogs(label, procs);
+    if (env) {
+      const n = topicNames(env.prefix);
+      console.error(await pipelineState(env.admin, env.prefix, n));
+      console.error(`dead letters: ${(await deadLettersIn(env.kafka, env.registry, n.deadLetter).catch((e: Error) => [e.message])).join('; ') || 'none'}`);
+      for (const t of [n.groupComplete, n.penalized, n.packed]) {
+        console.error(`duplicates in ${t}: ${(await duplicatesIn(env.kafka, t).catch((e: Error) => [e.message])).join('; ') || 'none'}`);
+      }
+    }
+  }
+  const twice = procs.flatMap((p) => p.log.filter((l) => l.includes('written twice by one send')));
+  if (twice.length > 0) console.log(`sends refused as written twice: ${twice.length} (first: ${twice[0]})`);
 }

@@ -6,7 +6,7 @@ import { generateEvents, type LoadgenEvent } from '../../loadgen/index.js';
 import { topicNames } from '../../streams/topics/names.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, sendInSlices, testEnv, type TestEnv } from './helpers.js';
-import { kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
+import { distinctTail, kill, sleep, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -45,21 +45,6 @@ afterEach(async (ctx) => {
   await env?.close();
 });
 
-/** The last `n` log lines whose message (timestamp left out) differs from every later one's, with repeat counts. */
-function distinctTail(log: string[], n: number): string[] {
-  const seen = new Map<string, number>();
-  const out: string[] = [];
-  for (let i = log.length - 1; i >= 0 && out.length < n; i--) {
-    const message = log[i]!.replace(/^\S+Z /, '');
-    const count = seen.get(message);
-    seen.set(message, (count ?? 0) + 1);
-    if (count === undefined) out.push(log[i]!);
-  }
-  return out.reverse().map((l) => {
-    const times = seen.get(l.replace(/^\S+Z /, ''))!;
-    return times > 1 ? `${l}   [×${times}]` : l;
-  });
-}
 
 function events(prefix: string, seed: number, batches: number): LoadgenEvent[] {
   return [...generateEvents({ batches, groupsPerBatch: 30, generations: 4, seed, profile: 'small', runId: `${prefix}run` })];

@@ -88,3 +88,19 @@ export async function killAtRandomMoments(
   }
   return killed;
 }
+
+/** The last `n` log lines whose message (timestamp left out) differs from every later one's, with repeat counts. */
+export function distinctTail(log: string[], n: number): string[] {
+  const seen = new Map<string, number>();
+  const out: string[] = [];
+  for (let i = log.length - 1; i >= 0 && out.length < n; i--) {
+    const message = log[i]!.replace(/^\S+Z /, '');
+    const count = seen.get(message);
+    seen.set(message, (count ?? 0) + 1);
+    if (count === undefined) out.push(log[i]!);
+  }
+  return out.reverse().map((l) => {
+    const times = seen.get(l.replace(/^\S+Z /, ''))!;
+    return times > 1 ? `${l}   [×${times}]` : l;
+  });
+}
