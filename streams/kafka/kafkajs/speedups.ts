@@ -22,6 +22,8 @@
  */
 import { createHash } from 'node:crypto';
 import { createRequire, Module } from 'node:module';
+// Not a speed-up: a send's retry awaits all its requests (issue 14). Here so it is installed wherever these are.
+export { kafkaSendRetryPatched } from './send-retry.js';
 
 const require = createRequire(import.meta.url);
 
