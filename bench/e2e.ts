@@ -15,7 +15,9 @@
  * Stages run as one child process (`./rollout-stream run`), the producer
  * and the packed-topic reader in this one. Latency = last row of a group
  * sent → its packed record read (read_committed, so after the pack
- * transaction committed).
+ * transaction committed). Write amplification = what the broker wrote to
+ * the run's topics (each partition's log growth, DescribeLogDirs,
+ * ./log-sizes.ts) ÷ the row bytes.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -44,11 +46,13 @@ import { RowProducer } from '../tools/row-producer.js';
 import { subjectOf, topicNames } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { UsageError } from '../tools/command.js';
+import { growthByTopic, partitionSizes, type PartitionSizes } from './log-sizes.js';
 
 const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router-replay|default|small]
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
-                               [--format row|gym-result] [--cpu-prof DIR] [--brokers 3]
+                               [--format row|gym-result] [--intermediate reference|full]
+                               [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -56,7 +60,18 @@ p50/p90/p99/max latency (last row sent → packed record committed), the peak
 RSS of every process (stage processes, this one, the local broker and
 registry), the stage processes' CPU per row while measuring (/proc; steadier
 than rates on a shared machine), the broker's raw throughput for the same
-record size (ProducerPerformance), and last "ratio e2e/raw: <n>".
+record size (ProducerPerformance), "ratio e2e/raw: <n>" (row MB/s ÷ (raw
+MB/s ÷ 4)), the bytes the broker wrote per topic, and last
+"write amplification: <n>" and "ratio rows/raw: <n>" (row MB/s ÷ raw MB/s).
+Write amplification = bytes the broker wrote for this run ÷ the row bytes
+(those of the MB/s line): the growth over the run of every partition of the
+run's topics (row-completed, group-complete, penalized, packed, dead-letter,
+metrics, the changelogs, batch-progress; not the raw baseline's bench-raw,
+nor __consumer_offsets or __transaction_state), the sum of each partition's
+.log segment files (record batches, keys, headers and transaction markers
+included; index files not), as Kafka's DescribeLogDirs reports it (Kafka's
+LogDirsCommand), counted once per partition: the leader's copy on a
+replicated cluster. "n/a (reason)" where the broker does not answer it.
 --rate R paces the producer at R rows/s (default: as fast as possible).
 --duration S keeps producing batches for S seconds (a soak; needs --rate)
   instead of --batches, and prints each process's RSS per minute.
@@ -66,6 +81,9 @@ record size (ProducerPerformance), and last "ratio e2e/raw: <n>".
 --separate runs the stages of one process with one transaction each
   (run --separate) instead of fused (one per batch, the default).
 --wire W packs with pack.wire_dtypes W: trainer (the default) or narrow.
+--intermediate M runs the stages with runtime.intermediate_records M:
+  reference (the default: group-complete and penalized carry the rows'
+  offsets in row-completed) or full (copies of the rows).
 --format gym-result sends each row as the NeMo-Gym result it came from
   (GymResult, SPEC §2.1): accumulate converts it back (the ingest path).
   MB/s and the ratio count the converted rows' bytes (each row's Avro size,
@@ -238,6 +256,21 @@ function countBy(items: string[]): string {
 
 const mib = (kb: number) => `${(kb / 1024).toFixed(0)} MiB`;
 
+/**
+ * `row-completed 12.3 MB (1.02×) · group-complete …`: the bytes written to
+ * each topic that got any, in pipeline order, named without the run's
+ * prefix, each also as a multiple of the row bytes.
+ */
+function topicBytes(written: Map<string, number>, prefix: string, rowBytes: number): string {
+  const order = Object.values(topicNames(prefix));
+  const rank = (t: string) => (order.includes(t) ? order.indexOf(t) : order.length);
+  return [...written]
+    .filter(([, b]) => b > 0)
+    .sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b))
+    .map(([t, b]) => `${t.slice(prefix.length).replace(/^rollout(-stream)?\./, '')} ${(b / 1e6).toFixed(b < 1e6 ? 3 : 1)} MB (${(b / Math.max(1, rowBytes)).toFixed(2)}×)`)
+    .join(' · ');
+}
+
 /** Peak and latest RSS of every process of the run, sampled every 500 ms. */
 class RssWatch {
   readonly peak = new Map<string, number>();
@@ -286,6 +319,7 @@ export async function main(argv: string[]): Promise<number> {
       separate: { type: 'boolean' },
       wire: { type: 'string', default: 'trainer' },
       format: { type: 'string', default: 'row' },
+      intermediate: { type: 'string', default: 'reference' },
       'cpu-prof': { type: 'string' },
       brokers: { type: 'string' },
       'kill-leader-after': { type: 'string' },
@@ -303,6 +337,9 @@ export async function main(argv: string[]): Promise<number> {
   if (values.wire !== 'trainer' && values.wire !== 'narrow') throw new UsageError(`--wire must be trainer or narrow, got ${values.wire}`);
   if (values.format !== 'row' && values.format !== 'gym-result') throw new UsageError(`--format must be row or gym-result, got ${values.format}`);
   const gymResults = values.format === 'gym-result';
+  if (values.intermediate !== 'reference' && values.intermediate !== 'full') {
+    throw new UsageError(`--intermediate must be reference or full, got ${values.intermediate}`);
+  }
   if (values.brokers !== undefined && values.brokers !== '1') {
     if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
     const { compareOnCluster } = await import('./e2e-cluster.js');
@@ -363,7 +400,7 @@ export async function main(argv: string[]): Promise<number> {
   const lastSent = new Map<string, number>();
 
   const configPath = join(tmpdir(), `rs-bench-${randomUUID()}.json`);
-  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0 }, accumulate: { batch_end_grace_ms: 500 }, pack: { wire_dtypes: values.wire } }));
+  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0, intermediate_records: values.intermediate }, accumulate: { batch_end_grace_ms: 500 }, pack: { wire_dtypes: values.wire } }));
   const instances = Number(values.instances);
   // All three stages in one process run fused unless --separate.
   const fused = !values.split && !values.separate;
@@ -463,6 +500,11 @@ export async function main(argv: string[]): Promise<number> {
   // A soak generates them as it goes, so its memory stays flat.
   const lazy: Iterable<LoadgenEvent | GymLoadgenEvent> = gymResults ? asGymResultEvents(events()) : events();
   const source = duration === null ? [...lazy] : lazy;
+  // The run's topics (bench-raw comes later); their sizes before and after give what the broker wrote.
+  const runTopics = async () => (await admin.listTopics()).filter((t) => t.startsWith(prefix));
+  const logSizes = async (): Promise<PartitionSizes | string> =>
+    partitionSizes(admin, config.kafka.brokers.join(','), await runTopics()).catch((e: Error) => e.message);
+  const logBefore = await logSizes();
   const stageCpu0 = stages.map((s) => cpuSeconds(s.child.pid));
   const benchCpu0 = process.cpuUsage();
   t0 = Date.now();
@@ -503,6 +545,8 @@ export async function main(argv: string[]): Promise<number> {
     ),
   );
 
+  // Bytes written per topic, or why they are unknown.
+  const written = typeof logBefore === 'string' ? logBefore : await logSizes().then((after) => (typeof after === 'string' ? after : growthByTopic(logBefore, after)));
   // Row bytes either way (see the file comment); sent.bytes are GymResults with --format gym-result.
   const bytes = gymResults ? rowBytes : sent.bytes;
   const latencyOf = [...arrived].map(([g, t]) => [g, t - (lastSent.get(g) ?? t)] as const);
@@ -534,6 +578,7 @@ export async function main(argv: string[]): Promise<number> {
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
     ...(gymResults ? [`input              GymResults (--format gym-result): ${sent.results} sent, converted back to rows by accumulate`] : []),
     `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
+    `intermediate       ${values.intermediate} (runtime.intermediate_records)`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
       : []),
@@ -565,6 +610,13 @@ export async function main(argv: string[]): Promise<number> {
     `broker raw         ${raw.toFixed(1)} MB/s (ProducerPerformance, ${avgRecord}-byte records, acks=all)`,
     `ratio e2e/raw: ${(mbps / (raw / 4)).toFixed(3)}`,
   );
+  if (typeof written === 'string') {
+    lines.push(`write amplification: n/a (log sizes unreadable: ${written})`);
+  } else {
+    const total = [...written.values()].reduce((a, b) => a + b, 0);
+    lines.push(`bytes by topic     ${topicBytes(written, prefix, bytes)}`, `write amplification: ${(total / Math.max(1, bytes)).toFixed(2)}`);
+  }
+  lines.push(`ratio rows/raw: ${(mbps / raw).toFixed(3)}`);
   if (killed) {
     // Longest stretch without a packed record from the kill to the last record.
     const after = [killed.at, ...arrivals.filter((t) => t > killed.at)].sort((a, b) => a - b);

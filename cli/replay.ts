@@ -21,7 +21,7 @@ import { processIo, type Io } from './io.js';
 import { intFlag, loadOpsConfig } from './ops-config.js';
 import { ProgressReporter } from './progress.js';
 import { formatRerunReport, rerunPostprocess, type RerunReport, type SourcedGroup } from './rerun-postprocess.js';
-import { matchesFilter, RecordDecoder, recordIdentity, recordJsonLine, resolveTopic, skipByKey, type RecordFilter, type ResolvedTopic } from './topic-records.js';
+import { matchesFilter, openRowResolver, RecordDecoder, recordIdentity, recordJsonLine, resolveTopic, skipByKey, type RecordFilter, type ResolvedTopic } from './topic-records.js';
 
 export type ReplayMode =
   | { kind: 'print' }
@@ -144,7 +144,9 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
   io.err(`replay: ${source.topic}, ${total} records in range on ${ranges.length} partitions${target ? ` → ${target.topic}` : ''}\n`);
 
   const summary: ReplaySummary = { topic: source.topic, scanned: 0, matched: 0, undecodable: 0, target: target?.topic ?? null, complete: true, rerun: null };
-  const decoder = new RecordDecoder(registry);
+  // group-complete and penalized records by reference print (and re-run) with their rows.
+  const rowReader = source.role === 'groupComplete' || source.role === 'penalized' ? openRowResolver(config, configDir, registry, source.prefix) : null;
+  const decoder = new RecordDecoder(registry, rowReader?.rows);
   const reporter = args.quiet ? null : new ProgressReporter({ unit: 'records', total, tty: io.errIsTty, write: io.err, label: 'replay' });
   let bytes = 0;
   const publisher = target ? new Republisher(kafka, target.topic, target.samePartitions) : null;
@@ -191,6 +193,7 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
     await publisher?.flush();
   } finally {
     await publisher?.disconnect();
+    await rowReader?.close();
   }
   reporter?.finish(summary.scanned, bytes);
 

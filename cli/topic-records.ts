@@ -8,7 +8,12 @@ import { deadLetterToJson, formatJsonLine } from '../json-form/form.js';
 import { TopicCodec, type RecordTypes } from '../streams/codecs/codec.js';
 import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
-import { BASE_TOPIC_NAMES, subjectOf, type TopicRole } from '../streams/topics/names.js';
+import { BASE_TOPIC_NAMES, subjectOf, topicNames, type TopicRole } from '../streams/topics/names.js';
+import { groupReferences, penalizedReferences, RowResolver, type ReferenceResolver } from '../streams/codecs/row-resolver.js';
+import { UndecodableError } from '../streams/codecs/wire-format.js';
+import { createRowReader } from '../streams/kafka/kafkajs/offset-reader.js';
+import { resolveIngestConfig } from '../processors/ingest-config.js';
+import type { Config } from '../config/schema.js';
 
 export interface ResolvedTopic {
   topic: string;
@@ -128,9 +133,13 @@ export function recordJsonLine(d: DecodedRecord): string {
 export class RecordDecoder {
   private readonly codecs = new Map<TopicRole, TopicCodec<TopicRole>>();
 
-  constructor(private readonly registry: SchemaRegistryClient) {}
+  /** `rows`: reference records (row-refs.ts) come back with their rows read from row-completed; without it, as written (identity only). */
+  constructor(
+    private readonly registry: SchemaRegistryClient,
+    private readonly rows?: RowResolver,
+  ) {}
 
-  /** Decodes `value` as a `role` record; throws UndecodableError (a RolloutStreamError) for foreign bytes. */
+  /** Decodes `value` as a `role` record; throws UndecodableError (a RolloutStreamError) for foreign bytes, and for a reference record whose rows are gone. */
   async decode(role: TopicRole, value: Buffer): Promise<DecodedRecord> {
     let codec = this.codecs.get(role);
     if (!codec) {
@@ -138,6 +147,26 @@ export class RecordDecoder {
       codec = new TopicCodec(role, subjectOf(BASE_TOPIC_NAMES[role]), this.registry);
       this.codecs.set(role, codec);
     }
-    return { role, value: await codec.decode(value) } as DecodedRecord;
+    const decoded = { role, value: await codec.decode(value) } as DecodedRecord;
+    if (this.rows && (decoded.role === 'groupComplete' || decoded.role === 'penalized') && decoded.value.unresolved) {
+      const refs = decoded.role === 'groupComplete' ? groupReferences(this.rows) : penalizedReferences(this.rows);
+      const [answer] = await (refs as ReferenceResolver<typeof decoded.value>).resolve([decoded.value]);
+      if (!answer!.ok) throw new UndecodableError(answer!.message);
+      decoded.value = (refs as ReferenceResolver<typeof decoded.value>).withRows(decoded.value, answer!.rows);
+    }
+    return decoded;
   }
+}
+
+/**
+ * A reader of the rows reference records name, in `prefix`'s row-completed
+ * topic, for the operations commands (close it when done). GymResults are
+ * converted with the config's ingest settings, as accumulate did.
+ */
+export function openRowResolver(config: Config, configDir: string, registry: SchemaRegistryClient, prefix: string): { rows: RowResolver; close: () => Promise<void> } {
+  const reader = createRowReader(config.kafka);
+  const topic = topicNames(prefix).rowCompleted;
+  const ingest = resolveIngestConfig(config.ingest, { configDir, postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null });
+  const rows = new RowResolver({ topic, reader, rowCodec: new TopicCodec('rowCompleted', subjectOf(topic), registry), ingest });
+  return { rows, close: () => reader.close() };
 }

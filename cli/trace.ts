@@ -101,7 +101,7 @@ function describe(d: DecodedRecord): string {
       }
       break;
     case 'groupComplete':
-      return `group (${d.value.rows.length} rows)`;
+      return `group (${(d.value.row_refs ?? d.value.rows).length} rows)`;
     case 'penalized':
       return `penalized (${d.value.rows.length} rows)`;
     case 'metrics':

@@ -181,6 +181,15 @@ export const runtimeConfigSchema = z.strictObject({
    * three stages; true needs all three; false: one transaction per stage.
    */
   fused: z.union([z.boolean(), z.literal('auto')]).default('auto'),
+  /**
+   * What `rollout.group-complete` and `rollout.penalized` carry (SPEC §1, the
+   * claim-check pattern): `reference` (default) the group's identity, what
+   * postprocess computed, and the (partition, offset) of each row in
+   * `rollout.row-completed`, whose retention must then outlive the slowest
+   * path to `rollout.packed`; `full` copies of the rows, as before. Readers
+   * accept both; change it between runs.
+   */
+  intermediate_records: z.enum(['reference', 'full']).default('reference'),
   metrics_port: z.number().int().min(0).max(65535).default(9464),
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
   transaction_timeout_ms: z.number().int().positive().default(60_000),

@@ -7,7 +7,8 @@
  */
 import avro from 'avsc';
 import { avroSchema, type RecordKind } from '../../schemas/index.js';
-import type { MetricsRecord, PackedGroup, PenalizedGroup, PromptGroup } from '../../processors/types.js';
+import type { MetricsRecord, PackedGroup } from '../../processors/types.js';
+import type { GroupRecord, PenalizedRecord } from './row-refs.js';
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
 import type { PackMemory } from '../../processors/slab.js';
 import { type ValuePool, packFramed } from './framed-pack-target.js';
@@ -47,8 +48,8 @@ const deadLetterMapping: Mapping<DeadLetterRecord> = {
 
 export interface RecordTypes {
   rowCompleted: RowCompletedEvent;
-  groupComplete: PromptGroup;
-  penalized: PenalizedGroup;
+  groupComplete: GroupRecord;
+  penalized: PenalizedRecord;
   packed: PackedGroup;
   deadLetter: DeadLetterRecord;
   metrics: MetricsRecord & { produced_at: number };

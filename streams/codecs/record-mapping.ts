@@ -9,12 +9,11 @@ import type {
   GymResult,
   JsonObject,
   Message,
-  PenalizedGroup,
   PenalizedRow,
-  PromptGroup,
   RolloutRow,
   Tensor,
 } from '../../processors/types.js';
+import type { GroupRecord, PenalizedRecord, RowRef } from './row-refs.js';
 import { bytesOf, float32From, int32From, isDType, typedArrayFrom } from './tensor-bytes.js';
 import { UndecodableError } from './wire-format.js';
 
@@ -167,7 +166,17 @@ export function rowCompletedFromAvro(o: AvroObject): RowCompletedEvent {
   throw new UndecodableError('row-completed event is neither a RolloutRow, a GymResult nor a BatchEnd');
 }
 
-export function groupToAvro(g: PromptGroup): AvroObject {
+/** Offsets are strings in memory and Avro longs on the wire (row-completed offsets stay far below 2^53). */
+function refsToAvro(refs: RowRef[] | undefined): AvroObject[] | null {
+  return refs ? refs.map((r) => ({ partition: r.partition, offset: Number(r.offset) })) : null;
+}
+
+function refsFromAvro(refs: AvroObject[] | null): RowRef[] | null {
+  return refs ? refs.map((r) => ({ partition: r.partition, offset: String(r.offset) })) : null;
+}
+
+/** With `row_refs` the reference form: no rows (row-refs.ts). */
+export function groupToAvro(g: GroupRecord): AvroObject {
   return {
     group_id: g.group_id,
     batch_id: g.batch_id,
@@ -175,23 +184,27 @@ export function groupToAvro(g: PromptGroup): AvroObject {
     num_generations: g.num_generations,
     prompt_idx: g.prompt_idx,
     task_index: g.task_index,
-    rows: g.rows.map(rowToAvro),
+    row_refs: refsToAvro(g.row_refs),
+    rows: g.row_refs ? [] : g.rows.map(rowToAvro),
   };
 }
 
-export function groupFromAvro(o: AvroObject): PromptGroup {
-  return {
+export function groupFromAvro(o: AvroObject): GroupRecord {
+  const refs = refsFromAvro(o.row_refs ?? null);
+  const head = {
     group_id: o.group_id,
     batch_id: o.batch_id,
     group_index: o.group_index,
     num_generations: o.num_generations,
     prompt_idx: o.prompt_idx,
     task_index: o.task_index,
-    rows: o.rows.map(rowFromAvro),
   };
+  if (refs) return { ...head, rows: [], row_refs: refs, unresolved: true };
+  return { ...head, rows: o.rows.map(rowFromAvro) };
 }
 
-function penalizedRowToAvro(r: PenalizedRow): AvroObject {
+/** In reference form a row keeps what postprocess computed; its agent ref and message log stay in its row-completed record. */
+function penalizedRowToAvro(r: PenalizedRow, byReference: boolean): AvroObject {
   return {
     row_index: r.row_index,
     total_reward: r.total_reward,
@@ -200,9 +213,9 @@ function penalizedRowToAvro(r: PenalizedRow): AvroObject {
     mask_sample: r.mask_sample,
     reward_components: r.reward_components,
     violation_counts: { ...r.violation_counts },
-    agent_ref: JSON.stringify(r.agent_ref),
+    agent_ref: byReference ? null : JSON.stringify(r.agent_ref),
     weight_version: r.weight_version,
-    message_log: r.message_log.map(messageToAvro),
+    message_log: byReference ? null : r.message_log.map(messageToAvro),
   };
 }
 
@@ -215,13 +228,15 @@ function penalizedRowFromAvro(o: AvroObject): PenalizedRow {
     mask_sample: o.mask_sample,
     reward_components: o.reward_components,
     violation_counts: { ...o.violation_counts },
-    agent_ref: parseJsonObject(o.agent_ref, 'agent_ref'),
+    agent_ref: o.agent_ref === null ? {} : parseJsonObject(o.agent_ref, 'agent_ref'),
     weight_version: o.weight_version,
-    message_log: o.message_log.map(messageFromAvro),
+    message_log: o.message_log === null ? [] : o.message_log.map(messageFromAvro),
   };
 }
 
-export function penalizedToAvro(g: PenalizedGroup): AvroObject {
+/** With `row_refs` the reference form (row-refs.ts). */
+export function penalizedToAvro(g: PenalizedRecord): AvroObject {
+  const byReference = g.row_refs !== undefined;
   return {
     group_id: g.group_id,
     batch_id: g.batch_id,
@@ -230,15 +245,26 @@ export function penalizedToAvro(g: PenalizedGroup): AvroObject {
     prompt_idx: g.prompt_idx,
     weight_version: g.weight_version,
     task_index: g.task_index,
-    rows: g.rows.map(penalizedRowToAvro),
-    prompt: g.prompt.map(messageToAvro),
+    rows: g.rows.map((r) => penalizedRowToAvro(r, byReference)),
+    prompt: byReference ? null : g.prompt.map(messageToAvro),
     reward_component_names: g.reward_component_names,
     metrics: g.metrics,
+    row_refs: refsToAvro(g.row_refs),
   };
 }
 
-export function penalizedFromAvro(o: AvroObject): PenalizedGroup {
-  return {
+/**
+ * A reference record decodes `unresolved`: empty prompt, message logs and
+ * agent refs until row-refs.ts `penalizedWithRows` puts its rows' back. A
+ * full record written with null in those fields (never by us) is malformed.
+ */
+export function penalizedFromAvro(o: AvroObject): PenalizedRecord {
+  const refs = refsFromAvro(o.row_refs ?? null);
+  if (!refs && (o.prompt === null || o.rows.some((r: AvroObject) => r.message_log === null || r.agent_ref === null))) {
+    throw new UndecodableError('penalized record without row references lacks its prompt, message logs or agent refs');
+  }
+  if (refs && refs.length !== o.rows.length) throw new UndecodableError(`penalized record has ${o.rows.length} rows and ${refs.length} row references`);
+  const g: PenalizedRecord = {
     group_id: o.group_id,
     batch_id: o.batch_id,
     group_index: o.group_index,
@@ -247,8 +273,9 @@ export function penalizedFromAvro(o: AvroObject): PenalizedGroup {
     weight_version: o.weight_version,
     task_index: o.task_index,
     rows: o.rows.map(penalizedRowFromAvro),
-    prompt: o.prompt.map(messageFromAvro),
+    prompt: o.prompt === null ? [] : o.prompt.map(messageFromAvro),
     reward_component_names: o.reward_component_names,
     metrics: o.metrics,
   };
+  return refs ? { ...g, row_refs: refs, unresolved: true } : g;
 }

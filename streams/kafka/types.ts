@@ -132,3 +132,25 @@ export interface GroupSource {
   assignment(): ReadonlySet<number>;
   stop(): Promise<void>;
 }
+
+/**
+ * Reads records of chosen partitions at chosen offsets, with no consumer
+ * group (fetch requests to each partition's leader, read_committed): the
+ * changelog restore's read-back and the resolution of row references
+ * (issue 16). Offsets need not be sorted or contiguous; each partition is
+ * read in offset order, skipping gaps, holding at most `maxBytes` of fetched
+ * data per request.
+ */
+export interface OffsetReader {
+  /**
+   * The records at `offsets` of `topic`/`partition`, by offset. An offset
+   * below the log start (deleted by retention), at or past the end, or
+   * holding no record (a transaction marker, or an aborted record) is absent
+   * from the answer: the caller decides what a missing record means. An
+   * offset below the end but held back by an open transaction is waited for
+   * a while (the Kafka reader: 5 s), then the read throws a retriable
+   * `request_timeout` — it is not absent, it may yet commit.
+   */
+  read(topic: string, partition: number, offsets: Offset[]): Promise<Map<Offset, FetchedRecord>>;
+  close(): Promise<void>;
+}

@@ -13,6 +13,8 @@ import { resolvePostprocessConfig } from '../../processors/postprocess.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createKafka } from '../kafka/kafkajs/client.js';
+import { createRowReader } from '../kafka/kafkajs/offset-reader.js';
+import { RowResolver } from '../codecs/row-resolver.js';
 import { createRegistry } from '../codecs/schema-registry.js';
 import { RuntimeMetrics, serveMetrics } from './metrics.js';
 import { withFaults, type Fault } from './faults.js';
@@ -184,6 +186,15 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const mode = await checkMode(config, o.stages, fused);
   let reportFatal!: (e: RolloutStreamError) => void;
   const failed = new Promise<RolloutStreamError>((resolve) => (reportFatal = resolve));
+  const ingest = resolveIngestConfig(config.ingest, {
+    configDir: o.configDir,
+    postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null,
+  });
+  const references = config.runtime.intermediate_records === 'reference';
+  // Postprocess and pack read the rows of reference records back from
+  // row-completed (in either mode: records of an earlier run may be references).
+  const rowReader = o.stages.some((s) => s !== 'accumulate') ? createRowReader(config.kafka) : null;
+  const rows = rowReader ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest }) : undefined;
   const byName = new Map<StageName, Stage>();
   for (const name of o.stages) {
     if (name === 'accumulate') {
@@ -192,13 +203,11 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         accumulateStage({
           topics,
           config: config.accumulate,
-          ingest: resolveIngestConfig(config.ingest, {
-            configDir: o.configDir,
-            postprocessTokenizerPath: config.postprocess.reward_penalties?.tokenizer_path ?? null,
-          }),
+          ingest,
           rowCodec: await codec('rowCompleted', topics.rowCompleted),
           groupCodec: await codec('groupComplete', topics.groupComplete),
           inputPartitions: config.topics.partitions,
+          references,
         }),
       );
     } else if (name === 'postprocess') {
@@ -212,6 +221,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
           groupCodec: await codec('groupComplete', topics.groupComplete),
           penalizedCodec: await codec('penalized', topics.penalized),
           metricsCodec,
+          ...(rows ? { rows } : {}),
+          references,
         }),
       );
       byName.set('batch-metrics', batchMetricsStage({ topics, config: resolved, metricsCodec }));
@@ -223,6 +234,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
           config: config.pack,
           penalizedCodec: await codec('penalized', topics.penalized),
           packedCodec: await codec('packed', topics.packed, { packedWire: config.pack.wire_dtypes }),
+          ...(rows ? { rows } : {}),
         }),
       );
     }
@@ -267,6 +279,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       await r.start();
     } catch (e) {
       await Promise.all(runners.slice(0, i + 1).map((s) => s.stop().catch(() => undefined)));
+      await rowReader?.close().catch(() => undefined);
       throw e;
     }
   }
@@ -306,6 +319,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     async stop() {
       clearInterval(gaugeTimer);
       await Promise.all(runners.map((r) => r.stop()));
+      await rowReader?.close();
       await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     },
   };

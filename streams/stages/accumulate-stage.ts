@@ -27,6 +27,7 @@ import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type 
 import type { TopicNames } from '../topics/names.js';
 import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
+import { asWritten, type RowRef } from '../codecs/row-refs.js';
 
 export interface AccumulateStageDeps {
   topics: TopicNames;
@@ -37,6 +38,8 @@ export interface AccumulateStageDeps {
   groupCodec: TopicCodec<'groupComplete'>;
   /** Partitions of the input topic: the batch-metrics aggregator waits for a close from each. */
   inputPartitions: number;
+  /** `runtime.intermediate_records: reference`: a group is written as its rows' places in the input topic (row-refs.ts). */
+  references?: boolean;
 }
 
 /**
@@ -243,12 +246,26 @@ class AccumulateProcessor implements PartitionProcessor {
     );
   }
 
+  /** Where each row of a group lies in the input topic, or null when one's offset is unknown (then the group is written in full). */
+  private refsOf(payloads: Uint8Array[]): RowRef[] | null {
+    const refs: RowRef[] = [];
+    for (const p of payloads) {
+      const source = this.sources.get(p);
+      if (!source || source.topic !== this.deps.topics.rowCompleted || BigInt(source.offset) < 0n) return null;
+      refs.push({ partition: source.partition, offset: source.offset });
+    }
+    return refs;
+  }
+
   private collect(out: StageOutput, result: AccumulateResult, nowMs: number): void {
     for (const { group, payloads } of result.groups) {
-      const value =
-        assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ??
-        this.deps.groupCodec.encode(group);
-      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, decoded: group, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
+      const refs = this.deps.references ? this.refsOf(payloads) : null;
+      const value = refs
+        ? this.deps.groupCodec.encode(asWritten(group, refs))
+        : (assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ?? this.deps.groupCodec.encode(group));
+      // In process (fused) the next node gets the rows themselves, and the references to pass on.
+      const decoded = refs ? { ...group, row_refs: refs } : group;
+      out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, decoded, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
       this.emitted(group.batch_id).add(group.group_id);
       out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });
     }

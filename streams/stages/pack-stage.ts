@@ -14,6 +14,7 @@ import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../
 import { recordHeaders } from '../api/headers.js';
 import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics/names.js';
+import { penalizedReferences, type RowResolver } from '../codecs/row-resolver.js';
 
 export interface PackStageDeps {
   topics: TopicNames;
@@ -22,6 +23,8 @@ export interface PackStageDeps {
   packedCodec: TopicCodec<'packed'>;
   /** Output memory of every partition of this stage (default: one pool of PACK_SLAB_POOL_BYTES per stage, i.e. per process). */
   slabPool?: SlabPool;
+  /** Reads back the rows of penalized records written by reference (always needed to read such records). */
+  rows?: RowResolver;
 }
 
 /**
@@ -82,7 +85,7 @@ export function packStage(deps: PackStageDeps): PackStage {
             }
             pool.lend(value);
             out.messages.push({ topic: topics.packed, key: group.group_id, value, headers: recordHeaders(group.batch_id, group.weight_version) });
-          });
+          }, deps.rows ? { resolver: penalizedReferences(deps.rows) } : undefined);
           return out;
         },
       };

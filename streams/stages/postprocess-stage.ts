@@ -13,6 +13,8 @@ import { emptyOutput, type InputRecord, type Stage, type StageOutput } from '../
 import { recordHeaders } from '../api/headers.js';
 import { forEachDecoded } from './decode-input.js';
 import type { TopicNames } from '../topics/names.js';
+import { asWritten } from '../codecs/row-refs.js';
+import { groupReferences, type RowResolver } from '../codecs/row-resolver.js';
 
 export interface PostprocessStageDeps {
   topics: TopicNames;
@@ -20,6 +22,10 @@ export interface PostprocessStageDeps {
   groupCodec: TopicCodec<'groupComplete'>;
   penalizedCodec: TopicCodec<'penalized'>;
   metricsCodec: TopicCodec<'metrics'>;
+  /** Reads back the rows of group-complete records written by reference (always needed to read such records). */
+  rows?: RowResolver;
+  /** `runtime.intermediate_records: reference`: penalized records carry the group's row references instead of its message logs. */
+  references?: boolean;
 }
 
 export function postprocessStage(deps: PostprocessStageDeps): Stage {
@@ -31,18 +37,33 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
     createProcessor: () => ({
       async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
         const out = emptyOutput();
+        const failed = (group: { batch_id: string; group_id: string }) =>
+          out.messages.push({
+            topic: topics.batchProgress,
+            key: group.batch_id,
+            value: encodeProgress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id }),
+            headers: recordHeaders(group.batch_id),
+          });
+        const references = deps.rows ? { resolver: groupReferences(deps.rows), onGone: failed } : undefined;
         await forEachDecoded(records, deps.groupCodec, 'postprocess', out, nowMs, (group, source) => {
           const result = postprocessGroup(group, deps.config);
           const weightVersion = group.rows[0]?.weight_version ?? null;
           const progress = (p: BatchProgress) => out.messages.push({ topic: topics.batchProgress, key: group.batch_id, value: encodeProgress(p), headers: recordHeaders(group.batch_id) });
           if (!result.ok) {
             out.deadLetters.push({ ...deadLetterRecord(result.deadLetter, 'postprocess', [source], nowMs), weight_version: weightVersion });
-            progress({ type: 'group_failed', batch_id: group.batch_id, group_id: group.group_id });
+            failed(group);
             return;
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           const headers = recordHeaders(group.batch_id, result.penalized.weight_version);
-          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(result.penalized), decoded: result.penalized, headers });
+          const refs = deps.references ? (group.row_refs ?? null) : null;
+          out.messages.push({
+            topic: topics.penalized,
+            key: group.group_id,
+            value: deps.penalizedCodec.encode(asWritten(result.penalized, refs)),
+            decoded: refs ? { ...result.penalized, row_refs: refs } : result.penalized,
+            headers,
+          });
           out.messages.push({
             topic: topics.metrics,
             key: group.batch_id,
@@ -55,7 +76,7 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
               produced_at: nowMs,
             }),
           });
-        });
+        }, references);
         return out;
       },
       async poisoned(record: InputRecord): Promise<StageOutput> {

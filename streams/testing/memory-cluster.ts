@@ -28,6 +28,7 @@ import type {
   IdempotentSink,
   KafkaAdmin,
   Offset,
+  OffsetReader,
   OutgoingRecord,
   PartitionOffset,
   PartitionOffsets,
@@ -73,6 +74,8 @@ export class MemoryCluster {
   private readonly topics = new Map<string, LogEntry[][]>();
   private readonly epochs = new Map<string, number>();
   private readonly openTxns = new Map<string, Txn>();
+  /** Log start offsets moved by `deleteRecords` (retention), by `topic/partition`. */
+  private readonly logStart = new Map<string, bigint>();
   readonly groups = new Map<string, Group>();
   /** Virtual time (ms), advanced by tests. */
   now = 1_700_000_000_000;
@@ -146,6 +149,39 @@ export class MemoryCluster {
       records.push({ topic, partition, offset: e.offset.toString(), timestamp: e.timestamp, key: e.key, value: e.value, headers: e.headers });
     }
     return { records, next };
+  }
+
+  /** As retention (or DeleteRecords) does: records below `before` are gone. */
+  deleteRecords(topic: string, partition: number, before: bigint): void {
+    this.log(topic, partition);
+    this.logStart.set(`${topic}/${partition}`, before);
+  }
+
+  /** An OffsetReader over this cluster (read_committed, deleted records absent). */
+  offsetReader(): OffsetReader & { reads: number } {
+    const cluster = this;
+    return {
+      reads: 0,
+      async read(topic, partition, offsets) {
+        this.reads++;
+        const log = cluster.log(topic, partition);
+        const start = cluster.logStart.get(`${topic}/${partition}`) ?? 0n;
+        const lso = cluster.lastStableOffset(topic, partition);
+        const out = new Map<Offset, FetchedRecord>();
+        for (const o of offsets) {
+          const at = BigInt(o);
+          if (at >= start && at >= lso && at < BigInt(log.length)) {
+            // What the Kafka reader throws once its wait for the open transaction ran out (it waits; a test has no time).
+            throw new RolloutStreamError('request_timeout', `${topic}[${partition}]@${at} is held back by an open transaction (last stable offset ${lso})`, { retriable: true });
+          }
+          const e = at >= start && at < lso ? log[Number(at)] : undefined;
+          if (!e || e.control || e.txn?.state === 'aborted') continue;
+          out.set(o, { topic, partition, offset: o, timestamp: e.timestamp, key: e.key, value: e.value, headers: e.headers });
+        }
+        return out;
+      },
+      async close() {},
+    };
   }
 
   /** Every committed record of a topic, in partition-offset order (what a test asserts on). */

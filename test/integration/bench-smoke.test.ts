@@ -15,12 +15,13 @@ const number = (out: string, label: RegExp): number => {
 };
 
 describe('benchmark commands', () => {
-  test('bench e2e runs the load generator through every stage, every group arrives packed, and it prints rows/s, latency, RSS of each process and the ratio line', async () => {
+  test('bench e2e runs the load generator through every stage, every group arrives packed, and it prints rows/s, latency, RSS of each process, the ratio lines and the write amplification', async () => {
     const run = await launcher(['bench', 'e2e', '--profile', 'small', '--batches', '2', '--groups', '2', '--generations', '4', '--rate', '200']);
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     const out = run.stdout;
     expect(out).toMatch(/^profile\s+small \(4 groups × 4 rows; 4 packed\)$/m);
     expect(out).toMatch(/^stages\s+fused \(one transaction per batch\) × 1 instance\(s\); packed wire trainer$/m);
+    expect(out).toMatch(/^intermediate\s+reference \(runtime\.intermediate_records\)$/m);
     expect(out).toMatch(/^latency \(batch 2\+\) p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms \(2 groups after the first batch\)$/m);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(out).toMatch(/^latency\s+p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms/m);
@@ -28,7 +29,19 @@ describe('benchmark commands', () => {
     expect(out).toMatch(/^RSS peak\s+stages\[0\] accumulate,postprocess,pack \d+ MiB; bench \d+ MiB/m);
     expect(number(out, /^broker raw\s+([\d.]+) MB\/s/m)).toBeGreaterThan(0);
     const lines = out.trim().split('\n');
-    expect(lines[lines.length - 1]).toMatch(/^ratio e2e\/raw: \d+\.\d{3}$/);
+    expect(lines.slice(-4)).toEqual([
+      expect.stringMatching(/^ratio e2e\/raw: \d+\.\d{3}$/),
+      expect.stringMatching(/^bytes by topic /),
+      expect.stringMatching(/^write amplification: \d+\.\d{2}$/),
+      expect.stringMatching(/^ratio rows\/raw: \d+\.\d{3}$/),
+    ]);
+    // Every row is written at least once (row-completed); the rest is what the pipeline adds.
+    const amplification = number(out, /^write amplification: (\d+\.\d{2})$/m);
+    expect(Number.isFinite(amplification) && amplification >= 1, `write amplification ${amplification}`).toBe(true);
+    const ratio = number(out, /^ratio rows\/raw: (\d+\.\d{3})$/m);
+    expect(Number.isFinite(ratio) && ratio > 0, `ratio rows/raw ${ratio}`).toBe(true);
+    expect(number(out, /^bytes by topic\s+row-completed [\d.]+ MB \((\d+\.\d{2})×\)( · [\w.-]+ [\d.]+ MB \(\d+\.\d{2}×\))+$/m)).toBeGreaterThanOrEqual(1);
+    expect(out).toMatch(/^bytes by topic .* · packed [\d.]+ MB/m);
     expect(out).not.toMatch(/dead letters/);
   });
 
@@ -53,8 +66,10 @@ describe('benchmark commands', () => {
     expect(number(out, /^MB\/s \(GymResults\)\s+[\d.]+ \(([\d.]+)× the row bytes\)$/m)).toBeGreaterThan(1);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(number(out, /^stage CPU\s+([\d.]+) ms\/row \([\d.]+ s user\+system of the stage process\(es\) while measuring\); this process \(producer, readers\) [\d.]+ ms\/row$/m)).toBeGreaterThan(0);
+    expect(out).toMatch(/^ratio e2e\/raw: \d+\.\d{3}$/m);
+    expect(number(out, /^write amplification: (\d+\.\d{2})$/m)).toBeGreaterThanOrEqual(1);
     const lines = out.trim().split('\n');
-    expect(lines[lines.length - 1]).toMatch(/^ratio e2e\/raw: \d+\.\d{3}$/);
+    expect(lines[lines.length - 1]).toMatch(/^ratio rows\/raw: \d+\.\d{3}$/);
     expect(out).not.toMatch(/dead letters/);
   });
 
@@ -104,9 +119,12 @@ describe('benchmark commands', () => {
     expect(bad.stderr).toMatch(/--profile must be published-max or router-replay, got default/);
   });
 
-  test('bench e2e refuses a soak without a rate, naming the flag', async () => {
+  test('bench e2e refuses a soak without a rate, and an unknown --intermediate, naming the flag', async () => {
     const run = await launcher(['bench', 'e2e', '--duration', '30']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/--duration needs --rate/);
+    const bad = await launcher(['bench', 'e2e', '--intermediate', 'none']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--intermediate must be reference or full, got none/);
   });
 });

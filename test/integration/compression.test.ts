@@ -1,14 +1,11 @@
-import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { generateEvents, type ProfileName } from '../../loadgen/index.js';
 import type { RolloutRow } from '../../processors/types.js';
 import { AvroBodyCodec, TopicCodec } from '../../streams/codecs/codec.js';
 import { COMPRESSION_NAMES, compressionType, registerCompressionCodecs, type CompressionName } from '../../streams/kafka/kafkajs/compression.js';
 import { subjectOf, topicNames } from '../../streams/topics/names.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { countingDecompressions, testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
-
-const { CompressionCodecs } = kafkajs;
 
 let env: TestEnv;
 
@@ -27,23 +24,6 @@ function rows(profile: ProfileName, generations: number): RolloutRow[] {
     if (e.kind === 'row') out.push(e.row);
   }
   return out;
-}
-
-/** Counts the batches kafkajs decompresses with `name` while `fn` runs: proof the broker handed them out compressed. */
-async function countingDecompressions<T>(name: CompressionName, fn: () => Promise<T>): Promise<{ result: T; batches: number }> {
-  if (name === 'none') return { result: await fn(), batches: 0 };
-  const type = compressionType(name) as Exclude<ReturnType<typeof compressionType>, 0>;
-  const original = CompressionCodecs[type] as () => { compress(e: unknown): Promise<Buffer>; decompress(b: Buffer): Promise<Buffer> };
-  let batches = 0;
-  CompressionCodecs[type] = () => {
-    const codec = original();
-    return { compress: (e: unknown) => codec.compress(e), decompress: (b: Buffer) => (batches++, codec.decompress(b)) };
-  };
-  try {
-    return { result: await fn(), batches };
-  } finally {
-    CompressionCodecs[type] = original;
-  }
 }
 
 async function produce(topic: string, name: CompressionName, messages: Array<{ key: string; value: Buffer }>): Promise<void> {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { afterEach, describe, test } from 'vitest';
 import { generateEvents, parseFaultSpec } from '../../loadgen/index.js';
 import { assertExactlyOnce, expectedRun } from './exactly-once-expectations.js';
 import { connectRowProducer, lcg, sendInSlices, testEnv, type TestEnv } from './helpers.js';
@@ -7,20 +7,22 @@ import { kill, killAtRandomMoments, startStage, writeTestConfig, type StageProce
 let env: TestEnv;
 let procs: StageProcess[] = [];
 
-beforeAll(async () => {
-  env = await testEnv('crash', [[['accumulate', 'batch_end_grace_ms'], 300]]);
-});
-
-afterAll(async () => {
+afterEach(async () => {
   await Promise.all(procs.map((p) => kill(p)));
+  procs = [];
   await env?.close();
 });
 
 describe('crash safety', () => {
-  test('SIGKILLing stage processes at random moments loses and duplicates nothing', async () => {
+  // Separate stage processes: postprocess and pack read the rows of reference records back from row-completed.
+  test.each([
+    { intermediate: 'reference', batches: 5 },
+    { intermediate: 'full', batches: 3 },
+  ])('SIGKILLing stage processes at random moments loses and duplicates nothing (intermediate records $intermediate)', async ({ intermediate, batches }) => {
+    env = await testEnv(`crash-${intermediate}`, [[['accumulate', 'batch_end_grace_ms'], 300]]);
     const events = [
       ...generateEvents({
-        batches: 5,
+        batches,
         groupsPerBatch: 40,
         generations: 4,
         seed: 7,
@@ -30,7 +32,7 @@ describe('crash safety', () => {
       }),
     ];
     const want = await expectedRun(env.config, events);
-    const configPath = writeTestConfig(env.prefix);
+    const configPath = writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: 0, intermediate_records: intermediate } });
     const stages = ['accumulate', 'postprocess', 'pack'];
     procs = stages.map((s) => startStage(s, s, configPath));
 

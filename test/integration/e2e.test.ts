@@ -22,21 +22,25 @@ async function offlineAll(env: TestEnv, events: LoadgenEvent[]): Promise<string[
   return lines;
 }
 
-// Separate stages (three transactions per group) and fused (one): the same records, byte for byte.
+// Separate stages (three transactions per group) and fused (one), intermediate
+// records by reference (the default) and in full: the same records, byte for byte.
 describe.each([
-  { mode: 'separate stages', fused: false },
-  { mode: 'fused stages', fused: true },
-])('the pipeline on the real broker, $mode', ({ fused }) => {
+  { mode: 'separate stages', fused: false, intermediate: 'reference' },
+  { mode: 'fused stages', fused: true, intermediate: 'reference' },
+  { mode: 'separate stages', fused: false, intermediate: 'full' },
+  { mode: 'fused stages', fused: true, intermediate: 'full' },
+])('the pipeline on the real broker, $mode, intermediate records $intermediate', ({ fused, intermediate }) => {
   let env: TestEnv;
   let pipeline: RunningPipeline;
 
   beforeAll(async () => {
     // zstd on every stage's output here (the other pipeline tests run the default, none).
-    env = await testEnv(fused ? 'e2e-fused' : 'e2e', [
+    env = await testEnv(`${fused ? 'e2e-fused' : 'e2e'}-${intermediate}`, [
       [['kafka', 'compression'], 'zstd'],
       [['accumulate', 'batch_end_grace_ms'], 300],
       [['runtime', 'metrics_port'], 0],
       [['runtime', 'fused'], fused],
+      [['runtime', 'intermediate_records'], intermediate],
     ]);
     pipeline = await startPipeline({ config: env.config, configDir: process.cwd(), stages: ['accumulate', 'postprocess', 'pack'], log: quiet });
   });
@@ -80,6 +84,18 @@ describe.each([
       expect(want, `unexpected packed group ${r.key}`).toBeDefined();
       expect(r.value.subarray(HEADER_BYTES).equals(want!), `packed bytes of ${r.key}`).toBe(true);
     }
+
+    // What the intermediate topics carry: references to the rows, or the rows.
+    const groupCodec = new TopicCodec('groupComplete', subjectOf(names.groupComplete), env.registry);
+    const penalizedCodec = new TopicCodec('penalized', subjectOf(names.penalized), env.registry);
+    const groupRecords = await readTopic(env.kafka, names.groupComplete, (rs) => rs.length >= expected.completeGroups.size);
+    const penalizedRecords = await readTopic(env.kafka, names.penalized, (rs) => rs.length >= offlinePacked.size);
+    for (const r of groupRecords) {
+      const g = await groupCodec.decode(r.value);
+      expect(g.row_refs?.length ?? g.rows.length, `rows of ${r.key}`).toBe(4);
+      expect(g.row_refs !== undefined, `group-complete ${r.key} by reference`).toBe(intermediate === 'reference');
+    }
+    for (const r of penalizedRecords) expect((await penalizedCodec.decode(r.value)).row_refs !== undefined).toBe(intermediate === 'reference');
 
     const expectedDead = expected.deadLetters.length;
     const dlCodec = new TopicCodec('deadLetter', subjectOf(names.deadLetter), env.registry);

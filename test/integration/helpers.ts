@@ -1,11 +1,12 @@
 /** Shared helpers for integration tests: a config with its own topic prefix per test. */
 import { randomUUID } from 'node:crypto';
-import type { Admin, Kafka } from 'kafkajs';
+import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { loadConfig } from '../../config/load.js';
 import type { Config } from '../../config/schema.js';
 import type { LoadgenEvent } from '../../loadgen/index.js';
 import { TopicCodec } from '../../streams/codecs/codec.js';
 import { createKafka } from '../../streams/kafka/kafkajs/client.js';
+import { compressionType, type CompressionName } from '../../streams/kafka/kafkajs/compression.js';
 import { createRegistry } from '../../streams/codecs/schema-registry.js';
 import { RowProducer } from '../../tools/row-producer.js';
 import type { SchemaRegistryClient } from '../../streams/codecs/schema-registry.js';
@@ -57,4 +58,23 @@ export async function sendInSlices(producer: RowProducer, events: LoadgenEvent[]
 export function lcg(seed: number): () => number {
   let s = seed >>> 0;
   return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+const { CompressionCodecs } = kafkajs;
+
+/** Counts the batches kafkajs decompresses with `name` while `fn` runs: proof the broker handed them out compressed. */
+export async function countingDecompressions<T>(name: CompressionName, fn: () => Promise<T>): Promise<{ result: T; batches: number }> {
+  if (name === 'none') return { result: await fn(), batches: 0 };
+  const type = compressionType(name) as Exclude<ReturnType<typeof compressionType>, 0>;
+  const original = CompressionCodecs[type] as () => { compress(e: unknown): Promise<Buffer>; decompress(b: Buffer): Promise<Buffer> };
+  let batches = 0;
+  CompressionCodecs[type] = () => {
+    const codec = original();
+    return { compress: (e: unknown) => codec.compress(e), decompress: (b: Buffer) => (batches++, codec.decompress(b)) };
+  };
+  try {
+    return { result: await fn(), batches };
+  } finally {
+    CompressionCodecs[type] = original;
+  }
 }

@@ -57,11 +57,11 @@ async function produceSlowly(e: TestEnv, all: LoadgenEvent[], slices: number, pa
 
 describe('scaling and broker restarts', () => {
   // Processes running all three stages run them fused (runtime.fused: auto).
-  test('a second instance of every stage joins mid-run and one leaves, without loss or duplicates', async () => {
-    env = await testEnv('scale');
+  test.each(['reference', 'full'])('a second instance of every stage joins mid-run and one leaves, without loss or duplicates (intermediate records %s)', async (intermediate) => {
+    env = await testEnv(`scale-${intermediate}`);
     const all = events(env.prefix, 3, 4);
     const want = await expectedRun(env.config, all);
-    const configPath = writeTestConfig(env.prefix);
+    const configPath = writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: 0, intermediate_records: intermediate } });
     procs.push(startStage('all-1', 'accumulate,postprocess,pack', configPath));
     const sending = produceSlowly(env, all, 10, 1000);
     await sleep(3000);
@@ -83,13 +83,14 @@ describe('scaling and broker restarts', () => {
   // One retry stays as a guard until CI runs confirm the fix (the JSON report
   // under .local/test-results shows whether a first attempt failed).
   test.each([
-    { mode: 'fused', args: [] as string[] },
-    { mode: 'separate', args: ['--separate'] },
-  ])('the stages ($mode) recover by themselves when the broker restarts mid-run', { retry: 1, timeout: 300_000 }, async ({ args }) => {
+    { mode: 'fused', args: [] as string[], intermediate: 'reference' },
+    { mode: 'separate', args: ['--separate'], intermediate: 'reference' },
+    { mode: 'separate', args: ['--separate'], intermediate: 'full' },
+  ])('the stages ($mode, intermediate records $intermediate) recover by themselves when the broker restarts mid-run', { retry: 1, timeout: 300_000 }, async ({ args, intermediate }) => {
     env = await testEnv('broker-restart');
     const all = events(env.prefix, 5, 3);
     const want = await expectedRun(env.config, all);
-    const configPath = writeTestConfig(env.prefix);
+    const configPath = writeTestConfig(env.prefix, { runtime: { session_timeout_ms: 6000, metrics_port: 0, intermediate_records: intermediate } });
     procs.push(startStage('all', 'accumulate,postprocess,pack', configPath, args));
     await produceSlowly(env, all.slice(0, Math.floor(all.length / 2)), 3, 800);
     if (process.env.KAFKA_BROKERS && process.env.RS_LOCAL_BROKER !== '1') {

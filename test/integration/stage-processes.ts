@@ -3,7 +3,7 @@
  * crash, scale and broker-restart tests: start, SIGKILL, SIGTERM, restart.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -38,7 +38,11 @@ export function startStage(name: string, stages: string, configPath: string, ext
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log: string[] = [];
+  // RS_TEST_STAGE_LOGS=DIR: every stage process's whole output also goes to DIR/<name>-<pid>.log (for a failure's post-mortem).
+  const logDir = process.env.RS_TEST_STAGE_LOGS;
+  const file = logDir ? join(logDir, `${name}-${child.pid}.log`) : null;
   const keep = (b: Buffer) => {
+    if (file) appendFileSync(file, b);
     for (const line of b.toString().split('\n')) if (line.trim()) log.push(line);
     if (log.length > 400) log.splice(0, log.length - 400);
   };

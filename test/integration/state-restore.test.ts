@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { asGymResultEvents, generateEvents, type GymLoadgenEvent, type LoadgenEvent } from '../../loadgen/index.js';
 import { runOffline } from '../../cli/offline.js';
+import { RecordDecoder, openRowResolver } from '../../cli/topic-records.js';
 import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
 import { TopicCodec } from '../../streams/codecs/codec.js';
 import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
+import type { PromptGroup } from '../../processors/types.js';
 import { RowProducer } from '../../tools/row-producer.js';
 import { parseChangelogRecord } from '../../streams/stages/accumulator-changelog.js';
 import { subjectOf, topicNames } from '../../streams/topics/names.js';
@@ -27,6 +29,24 @@ async function produce(e: TestEnv, events: Array<LoadgenEvent | GymLoadgenEvent>
   await producer.connect();
   await producer.send(events);
   await producer.disconnect();
+}
+
+/** The groups of group-complete records as the processors see them, with their rows (read back from row-completed when the records name them by reference, the default). */
+async function decodeGroups(e: TestEnv, values: Buffer[]): Promise<PromptGroup[]> {
+  const { rows, close } = openRowResolver(e.config, process.cwd(), e.registry, e.prefix);
+  try {
+    const decoder = new RecordDecoder(e.registry, rows);
+    const out: PromptGroup[] = [];
+    for (const v of values) {
+      const d = await decoder.decode('groupComplete', v);
+      if (d.role !== 'groupComplete') throw new Error(`not a group: ${d.role}`);
+      const { row_refs: _refs, unresolved: _u, ...group } = d.value;
+      out.push(group);
+    }
+    return out;
+  } finally {
+    await close();
+  }
 }
 
 const start = (e: TestEnv) => startPipeline({ config: e.config, configDir: process.cwd(), stages: ['accumulate'], log: quiet });
@@ -55,9 +75,7 @@ describe('accumulator state across restarts', () => {
     await produce(env, secondHalf);
     const groups = await readTopic(env.kafka, names.groupComplete, (rs) => rs.length >= 3);
     expect(groups.map((r) => r.key).sort()).toEqual([...new Set(rows.map((e) => (e.kind === 'row' ? e.row.group_id : '')))].sort());
-    const codec = new TopicCodec('groupComplete', subjectOf(names.groupComplete), env.registry);
-    for (const r of groups) {
-      const g = await codec.decode(r.value);
+    for (const g of await decodeGroups(env, groups.map((r) => r.value))) {
       expect(g.rows.map((x) => x.row_index % 4)).toEqual([0, 1, 2, 3]);
     }
   });
@@ -81,8 +99,8 @@ describe('accumulator state across restarts', () => {
     await runOffline('accumulate', env.config, results.map((e) => formatJsonLine({ kind: 'gym_result', record: e.result })), (l) => void offline.push(l));
     const want = new Map(offline.map(parseJsonLine).flatMap((l) => (l.kind === 'group' ? [[l.group.group_id, formatJsonLine(l)] as const] : [])));
     expect(want.size).toBe(3);
-    const codec = new TopicCodec('groupComplete', subjectOf(names.groupComplete), env.registry);
-    for (const r of groups) expect(formatJsonLine({ kind: 'group', group: await codec.decode(r.value) })).toBe(want.get(r.key!));
+    const decoded = await decodeGroups(env, groups.map((r) => r.value));
+    groups.forEach((r, i) => expect(formatJsonLine({ kind: 'group', group: decoded[i]! })).toBe(want.get(r.key!)));
   });
 
   test('a pending row that is gone from the input topic when restoring is missing from its group, which dead-letters as incomplete', async () => {

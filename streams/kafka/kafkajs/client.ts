@@ -46,10 +46,11 @@ const LEVELS: Record<string, logLevel> = {
 const RETRIED_NOISE =
   /concurrent operation on the same transaction|coordinator is not available|group is rebalancing|not the correct coordinator|Restarting the consumer|leadership election|There is no leader/i;
 
-function logCreator(level: logLevel) {
+function logCreator(level: logLevel, quiet: RegExp | null) {
   return ({ level: entryLevel, log }: LogEntry) => {
     const { message, timestamp: _t, logger: _l, ...rest } = log as { message: string; timestamp?: string; logger?: string; [k: string]: unknown };
-    const effective = RETRIED_NOISE.test(`${message} ${String(rest.error ?? '')}`) ? logLevel.DEBUG : entryLevel;
+    const text = `${message} ${String(rest.error ?? '')}`;
+    const effective = RETRIED_NOISE.test(text) || quiet?.test(text) ? logLevel.DEBUG : entryLevel;
     if (effective > level || effective === logLevel.NOTHING) return;
     const name = effective === logLevel.ERROR ? 'error' : effective === logLevel.WARN ? 'warn' : 'info';
     const detail = rest.error ? `: ${String(rest.error)}` : '';
@@ -57,8 +58,12 @@ function logCreator(level: logLevel) {
   };
 }
 
-/** A kafkajs client for `config`; `clientSuffix` distinguishes the processes' client ids. */
-export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error'): Kafka {
+/**
+ * A kafkajs client for `config`; `clientSuffix` distinguishes the processes'
+ * client ids. `quiet` names more messages this client's user handles itself
+ * (logged at debug, not error).
+ */
+export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error', quiet: RegExp | null = null): Kafka {
   registerCompressionCodecs();
   const ssl = tlsOptions(config);
   const sasl = saslOptions(config);
@@ -70,7 +75,7 @@ export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'err
     connectionTimeout: 10_000,
     requestTimeout: 60_000,
     logLevel: LEVELS[level] ?? logLevel.ERROR,
-    logCreator,
+    logCreator: (l: logLevel) => logCreator(l, quiet),
     // About 30 s of retries (0.2, 0.4 … 5 s): enough to ride out a broker's
     // loss on a cluster, where its partitions move only after the controller
     // fences it (broker.session.timeout.ms, 9 s by default) and clients then
