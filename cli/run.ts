@@ -1,12 +1,12 @@
 /** `run`: stage services against Kafka, until SIGTERM/SIGINT. */
 import { kafkaCrcImplementation } from '../streams/kafka/kafkajs/client.js';
 import { loadConfig } from '../config/load.js';
+import { PIPELINE_STAGES } from '../config/schema.js';
 import { startPipeline } from '../streams/runtime/pipeline.js';
 import { parseFault } from '../streams/runtime/faults.js';
 import { armCrashPoint, parseCrashPoint } from '../streams/runtime/crash-points.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
-const STAGES = ['accumulate', 'postprocess', 'pack'] as const;
 
 function logger(quiet: boolean) {
   const line = (level: string, msg: string) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);
@@ -83,7 +83,7 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
       overrides.push([['runtime', 'metrics_port'], port]);
     }
     const { config, configDir } = loadConfig({ file: values.config, overrides });
-    const stages = STAGES.filter((s) => config.runtime.stages.includes(s));
+    const stages = PIPELINE_STAGES.filter((s) => config.runtime.stages.includes(s));
     const log = logger(values.quiet ?? false);
     const pipeline = await startPipeline({ config, configDir, stages, log, faults });
     log.info(

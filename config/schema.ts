@@ -173,8 +173,12 @@ export const topicsConfigSchema = z
     }
   });
 
+/** The stages `runtime.stages` can name, in pipeline order; each has its entry in streams/stages/registry.ts. */
+export const PIPELINE_STAGES = ['accumulate', 'postprocess', 'pack'] as const;
+export type PipelineStage = (typeof PIPELINE_STAGES)[number];
+
 export const runtimeConfigSchema = z.strictObject({
-  stages: z.array(z.enum(['accumulate', 'postprocess', 'pack'])).default(['accumulate', 'postprocess', 'pack']),
+  stages: z.array(z.enum(PIPELINE_STAGES)).default([...PIPELINE_STAGES]),
   /**
    * Accumulate, postprocess and pack in one transaction per input batch
    * (docs/design-fused-stages.md). 'auto': fused when this process runs all

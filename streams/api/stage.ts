@@ -5,9 +5,11 @@
  * with the input offsets in one Kafka transaction. Stages never touch
  * offsets, transactions or clients.
  */
+import type { PipelineStage } from '../../config/schema.js';
 import type { DeadLetterRecord, SourceRecord } from './dead-letter-record.js';
 
-export type StageName = 'accumulate' | 'postprocess' | 'pack' | 'batch-metrics';
+/** A stage's name: one `runtime.stages` names, or batch-metrics (which runs wherever postprocess runs). */
+export type StageName = PipelineStage | 'batch-metrics';
 
 /** One consumed record. Offsets are decimal strings (never JS numbers). */
 export interface InputRecord {

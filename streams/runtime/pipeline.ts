@@ -5,11 +5,10 @@
  * fenced, stopped by the poison policy or failed), and graceful shutdown.
  */
 import type { Server } from 'node:http';
-import type { Config } from '../../config/schema.js';
+import { PIPELINE_STAGES, type Config, type PipelineStage } from '../../config/schema.js';
 import type { RecordKind } from '../../schemas/index.js';
 import { ConfigError, RolloutStreamError } from '../../errors/index.js';
 import { resolveIngestConfig } from '../../processors/ingest-config.js';
-import { resolvePostprocessConfig } from '../../processors/postprocess.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createKafka } from '../kafka/kafkajs/client.js';
@@ -21,17 +20,14 @@ import { withFaults, type Fault } from './faults.js';
 import { healthReport } from './health.js';
 import type { Stage, StageName } from '../api/stage.js';
 import { StageRunner, type Logger } from './stage-runner.js';
-import { accumulateStage } from '../stages/accumulate-stage.js';
-import { batchMetricsStage } from '../stages/batch-metrics-stage.js';
-import { packStage } from '../stages/pack-stage.js';
-import { postprocessStage } from '../stages/postprocess-stage.js';
+import { buildStages } from '../stages/registry.js';
 import { subjectOf, topicNames } from '../topics/names.js';
 
 export interface PipelineOptions {
   config: Config;
   configDir: string;
-  /** The batch-metrics aggregator runs wherever postprocess runs. */
-  stages: Array<Exclude<StageName, 'batch-metrics'>>;
+  /** The batch-metrics aggregator runs wherever postprocess runs (streams/stages/registry.ts). */
+  stages: PipelineStage[];
   log: Logger;
   /** Overrides config.runtime.metrics_port (0 = no endpoint). */
   metricsPort?: number;
@@ -177,7 +173,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const codec = <K extends RecordKind>(kind: K, topic: string, options?: CodecOptions) =>
     new TopicCodec(kind, subjectOf(topic), registry, options).init();
   const deadLetterCodec = await codec('deadLetter', topics.deadLetter);
-  const all = (['accumulate', 'postprocess', 'pack'] as const).every((s) => o.stages.includes(s));
+  const all = PIPELINE_STAGES.every((s) => o.stages.includes(s));
   const setting = o.fused ?? config.runtime.fused;
   const fused = setting === 'auto' ? all : setting;
   if (fused && !all) {
@@ -196,50 +192,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const rowReader = o.stages.some((s) => s !== 'accumulate') ? createRowReader(config.kafka) : null;
   const rows = rowReader ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest }) : undefined;
   const byName = new Map<StageName, Stage>();
-  for (const name of o.stages) {
-    if (name === 'accumulate') {
-      byName.set(
-        'accumulate',
-        accumulateStage({
-          topics,
-          config: config.accumulate,
-          ingest,
-          rowCodec: await codec('rowCompleted', topics.rowCompleted),
-          groupCodec: await codec('groupComplete', topics.groupComplete),
-          inputPartitions: config.topics.partitions,
-          references,
-        }),
-      );
-    } else if (name === 'postprocess') {
-      const resolved = resolvePostprocessConfig(config.postprocess, { configDir: o.configDir });
-      const metricsCodec = await codec('metrics', topics.metrics);
-      byName.set(
-        'postprocess',
-        postprocessStage({
-          topics,
-          config: resolved,
-          groupCodec: await codec('groupComplete', topics.groupComplete),
-          penalizedCodec: await codec('penalized', topics.penalized),
-          metricsCodec,
-          ...(rows ? { rows } : {}),
-          references,
-        }),
-      );
-      byName.set('batch-metrics', batchMetricsStage({ topics, config: resolved, metricsCodec }));
-    } else {
-      byName.set(
-        'pack',
-        packStage({
-          topics,
-          config: config.pack,
-          penalizedCodec: await codec('penalized', topics.penalized),
-          packedCodec: await codec('packed', topics.packed, { packedWire: config.pack.wire_dtypes }),
-          ...(rows ? { rows } : {}),
-        }),
-      );
-    }
-  }
-  for (const [name, stage] of byName) byName.set(name, withFaults(stage, o.faults ?? []));
+  const stages = await buildStages(o.stages, { topics, config, configDir: o.configDir, ingest, codec, ...(rows ? { rows } : {}), references });
+  for (const stage of stages) byName.set(stage.name, withFaults(stage, o.faults ?? []));
   // One runner per stage; fused: one runner for the chain, batch metrics on its own.
   const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused
     ? [

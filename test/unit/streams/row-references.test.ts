@@ -7,7 +7,7 @@
  * dead-letter the group once, as incomplete_group with its row indices.
  */
 import { describe, expect, test } from 'vitest';
-import { configSchema } from '../../../config/schema.js';
+import { configSchema, PIPELINE_STAGES } from '../../../config/schema.js';
 import { generateEvents } from '../../../loadgen/generate-events.js';
 import { gymResultFromRow } from '../../../loadgen/gym-result.js';
 import { resolveIngestConfig } from '../../../processors/ingest-config.js';
@@ -18,11 +18,10 @@ import type { InputRecord, OutputMessage, StageOutput } from '../../../streams/a
 import { TopicCodec } from '../../../streams/codecs/codec.js';
 import { RowResolver } from '../../../streams/codecs/row-resolver.js';
 import type { SchemaRegistryClient } from '../../../streams/codecs/schema-registry.js';
-import { accumulateStage } from '../../../streams/stages/accumulate-stage.js';
 import { RESOLVE_CHUNK_ROWS } from '../../../streams/stages/decode-input.js';
-import { packStage } from '../../../streams/stages/pack-stage.js';
 import { postprocessStage } from '../../../streams/stages/postprocess-stage.js';
 import { topicNames } from '../../../streams/topics/names.js';
+import { buildStages, STAGE_REGISTRY } from '../../../streams/stages/registry.js';
 import { MemoryCluster } from '../../../streams/testing/memory-cluster.js';
 
 const KINDS: RecordKind[] = ['rowCompleted', 'groupComplete', 'penalized', 'packed', 'metrics', 'deadLetter'];
@@ -85,17 +84,28 @@ interface Chain {
 async function runChain(cluster: MemoryCluster, c: Codecs, references: boolean, between?: () => void): Promise<Chain> {
   const reader = cluster.offsetReader();
   const rows = new RowResolver({ topic: topics.rowCompleted, reader, rowCodec: c.row, ingest });
-  const acc = accumulateStage({ topics, config: config.accumulate, ingest, rowCodec: c.row, groupCodec: c.group, inputPartitions: PARTITIONS, references });
+  // The stages a process builds (streams/stages/registry.ts), over the cluster's partitions.
+  const stages = await buildStages(PIPELINE_STAGES, {
+    topics,
+    config: configSchema.parse({ topics: { partitions: PARTITIONS } }),
+    configDir: '.',
+    ingest,
+    codec: (kind) => new TopicCodec(kind, `${kind}-value`, registry).init(),
+    rows,
+    references,
+  });
+  const stage = (name: string) => stages.find((s) => s.name === name)!;
+  const acc = stage('accumulate');
   const accOuts: StageOutput[] = [];
   for (let p = 0; p < PARTITIONS; p++) {
     const inputs = cluster.readCommitted(topics.rowCompleted, p, 0n, 1e9).records.map((r) => ({ ...r, timestamp: 0 }));
     accOuts.push(await acc.createProcessor(p).process(inputs, 0));
   }
   between?.();
-  const post = postprocessStage({ topics, config: resolvePostprocessConfig(config.postprocess, { configDir: '.' }), groupCodec: c.group, penalizedCodec: c.penalized, metricsCodec: c.metrics, rows, references });
+  const post = stage('postprocess');
   const groupComplete = asInputs(accOuts, topics.groupComplete);
   const postOut = await post.createProcessor(0).process(groupComplete, 0);
-  const pack = packStage({ topics, config: config.pack, penalizedCodec: c.penalized, packedCodec: c.packed, rows });
+  const pack = stage('pack');
   const penalized = asInputs([postOut], topics.penalized);
   const packOut = await pack.createProcessor(0).process(penalized, 0);
   return {
@@ -232,5 +242,15 @@ describe('intermediate records by reference', () => {
     // Written "by reference" but with the references dropped: null message logs, no refs.
     const broken = c.penalized.encode({ ...noRefs, row_refs: [] } as typeof p);
     await expect(c.penalized.decode(broken)).rejects.toThrow(/row references/);
+  });
+
+  test('the stage registry builds, for each name runtime.stages takes, its stages and those that run beside it', async () => {
+    const ctx = { topics, config, configDir: '.', ingest, codec: <K extends RecordKind>(kind: K) => new TopicCodec(kind, `${kind}-value`, registry).init(), references: true };
+    const built = await Promise.all(PIPELINE_STAGES.map(async (name) => [name, (await STAGE_REGISTRY[name](ctx)).map((s) => `${s.name}<${s.inputTopic}`)] as const));
+    expect(Object.fromEntries(built)).toEqual({
+      accumulate: [`accumulate<${topics.rowCompleted}`],
+      postprocess: [`postprocess<${topics.groupComplete}`, `batch-metrics<${topics.batchProgress}`],
+      pack: [`pack<${topics.penalized}`],
+    });
   });
 });
