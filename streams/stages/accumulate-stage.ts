@@ -260,11 +260,11 @@ class AccumulateProcessor implements PartitionProcessor {
   private collect(out: StageOutput, result: AccumulateResult, nowMs: number): void {
     for (const { group, payloads } of result.groups) {
       const refs = this.deps.references ? this.refsOf(payloads) : null;
-      const value = refs
-        ? this.deps.groupCodec.encode(asWritten(group, refs))
-        : (assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ?? this.deps.groupCodec.encode(group));
       // In process (fused) the next node gets the rows themselves, and the references to pass on.
-      const decoded = refs ? { ...group, row_refs: refs } : group;
+      const decoded = refs ? asWritten(group, refs) : group;
+      const value = refs
+        ? this.deps.groupCodec.encode(decoded)
+        : (assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ?? this.deps.groupCodec.encode(group));
       out.messages.push({ topic: this.deps.topics.groupComplete, key: group.group_id, value, decoded, headers: recordHeaders(group.batch_id, group.rows[0]?.weight_version) });
       this.emitted(group.batch_id).add(group.group_id);
       out.changelog.push({ key: emittedKey(group.batch_id, group.group_id), value: Buffer.from('1') });

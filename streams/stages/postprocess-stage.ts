@@ -56,14 +56,9 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           const headers = recordHeaders(group.batch_id, result.penalized.weight_version);
-          const refs = deps.references ? (group.row_refs ?? null) : null;
-          out.messages.push({
-            topic: topics.penalized,
-            key: group.group_id,
-            value: deps.penalizedCodec.encode(asWritten(result.penalized, refs)),
-            decoded: refs ? { ...result.penalized, row_refs: refs } : result.penalized,
-            headers,
-          });
+          // The record as written is also what the next node gets in process (fused): the rows' fields and, by reference, the references.
+          const written = asWritten(result.penalized, deps.references ? (group.row_refs ?? null) : null);
+          out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(written), decoded: written, headers });
           out.messages.push({
             topic: topics.metrics,
             key: group.batch_id,
