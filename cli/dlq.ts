@@ -8,7 +8,9 @@ import type { Config } from '../config/schema.js';
 import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
 import { createKafka } from '../streams/kafka/kafkajs/client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
-import { partitionRanges, scanRanges, type StartPosition } from '../streams/ops/topic-scan.js';
+import { partitionRanges, type StartPosition } from '../streams/ops/topic-scan.js';
+import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
+import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { topicNames } from '../streams/topics/names.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -86,7 +88,7 @@ export async function readDeadLetters(config: Config, io: Io, from: StartPositio
   await admin.connect();
   let ranges;
   try {
-    ranges = await partitionRanges(admin, topic, from);
+    ranges = await partitionRanges(KafkajsAdmin.over(admin), topic, from);
   } finally {
     await admin.disconnect();
   }

@@ -12,7 +12,9 @@ import { RolloutStreamError } from '../errors/index.js';
 import { createKafka } from '../streams/kafka/kafkajs/client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
-import { partitionCount, partitionRanges, scanRanges, type ScanRecord, type StartPosition } from '../streams/ops/topic-scan.js';
+import { partitionRanges, type ScanRecord, type StartPosition } from '../streams/ops/topic-scan.js';
+import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
+import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { BASE_TOPIC_NAMES } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
@@ -134,8 +136,8 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
   let ranges;
   let target: { topic: string; samePartitions: boolean } | null = null;
   try {
-    const sourcePartitions = await partitionCount(admin, source.topic);
-    ranges = await partitionRanges(admin, source.topic, args.from);
+    const sourcePartitions = await KafkajsAdmin.over(admin).partitionCount(source.topic);
+    ranges = await partitionRanges(KafkajsAdmin.over(admin), source.topic, args.from);
     if (args.mode.kind === 'republish') target = await republishTarget(kafka, registry, config, source, args.mode, sourcePartitions);
   } finally {
     await admin.disconnect();
@@ -225,7 +227,7 @@ async function republishTarget(
     }
     let n: number;
     try {
-      n = await partitionCount(admin, topic);
+      n = await KafkajsAdmin.over(admin).partitionCount(topic);
     } catch (e) {
       if (e instanceof RolloutStreamError && e.code === 'unknown_topic') throw new UsageError(`--to-topic ${topic} does not exist; create it first (or use --to-prefix)`);
       throw e;

@@ -11,7 +11,9 @@ import type { PromptGroup } from '../processors/types.js';
 import { TopicCodec } from '../streams/codecs/codec.js';
 import { deadLetterRecord } from '../streams/api/dead-letters.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
-import { partitionRanges, scanRanges, type ScanRecord } from '../streams/ops/topic-scan.js';
+import { partitionRanges, type ScanRecord } from '../streams/ops/topic-scan.js';
+import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
+import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics/names.js';
 import { createMissingTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
@@ -159,8 +161,8 @@ async function readProduction(kafka: Kafka, registry: SchemaRegistryClient, pref
   let ranges;
   try {
     ranges = [
-      ...(await partitionRanges(admin, names.penalized, { kind: 'beginning' })),
-      ...(await partitionRanges(admin, names.metrics, { kind: 'beginning' })),
+      ...(await partitionRanges(KafkajsAdmin.over(admin), names.penalized, { kind: 'beginning' })),
+      ...(await partitionRanges(KafkajsAdmin.over(admin), names.metrics, { kind: 'beginning' })),
     ];
   } finally {
     await admin.disconnect();

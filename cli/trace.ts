@@ -15,7 +15,9 @@ import type { PackedRowTags } from '../processors/types.js';
 import { createKafka } from '../streams/kafka/kafkajs/client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionForKey } from '../streams/topics/partitioner.js';
-import { partitionCount, partitionRanges, scanRanges, type PartitionRange, type ScanRecord } from '../streams/ops/topic-scan.js';
+import { partitionRanges, type PartitionRange, type ScanRecord } from '../streams/ops/topic-scan.js';
+import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
+import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { BASE_TOPIC_NAMES, topicNames, type TopicRole } from '../streams/topics/names.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -170,16 +172,16 @@ export async function runTrace(groupId: string, config: Config): Promise<TraceRe
   /** The key's murmur2 partition of `role`'s topic (where our producers write it), plus `extra` partitions. */
   const rangesFor = async (role: TopicRole, key: string, extra: number[] = []) => {
     const topic = names[role];
-    const n = await partitionCount(admin, topic);
+    const n = await KafkajsAdmin.over(admin).partitionCount(topic);
     const parts = [...new Set([partitionForKey(key, n), ...extra.filter((p) => p < n)])];
-    return (await partitionRanges(admin, topic, { kind: 'beginning' }, parts)).map((r) => ({ ...r, role }));
+    return (await partitionRanges(KafkajsAdmin.over(admin), topic, { kind: 'beginning' }, parts)).map((r) => ({ ...r, role }));
   };
   try {
     // Rows: on the murmur2 partition when a publisher of ours (or the Java client's default) wrote
     // them; else a producer with another partitioner did, and every partition is read.
     await collect(kafka, decoder, await rangesFor('rowCompleted', groupId), groupId, groupId, report);
     if (!report.records.some((r) => r.role === 'rowCompleted')) {
-      const all = [...Array(await partitionCount(admin, names.rowCompleted)).keys()];
+      const all = [...Array(await KafkajsAdmin.over(admin).partitionCount(names.rowCompleted)).keys()];
       const rest = (await rangesFor('rowCompleted', groupId, all)).filter((r) => r.partition !== partitionForKey(groupId, all.length));
       await collect(kafka, decoder, rest, groupId, groupId, report);
     }

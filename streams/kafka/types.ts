@@ -9,6 +9,10 @@ import type { TxState } from './transaction-state.js';
 
 export type Offset = string;
 
+/** Producer compression codecs (`kafka.compression`), in the order the benchmark prints them. */
+export const COMPRESSION_NAMES = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
+export type CompressionName = (typeof COMPRESSION_NAMES)[number];
+
 export interface OutgoingRecord {
   topic: string;
   /** Absent: the client's murmur2 partitioner places the record by key (Java's default). */
@@ -77,6 +81,8 @@ export interface KafkaAdmin {
   committedOffsets(groupId: string, topic: string): Promise<Map<number, Offset>>;
   /** Number of brokers in the cluster now. */
   brokerCount(): Promise<number>;
+  /** A consumer group's state, its assignment protocol ('' when none) and its member count (0 for a group that does not exist). */
+  describeGroup(groupId: string): Promise<{ state: string; protocol: string; members: number }>;
   close(): Promise<void>;
 }
 
@@ -106,6 +112,8 @@ export interface RebalanceListener {
   onRevoked(partitions: number[]): Promise<void>;
   /** The membership is gone for good (the client will not rejoin by itself). */
   onLost(error: unknown): void;
+  /** The membership was lost and the client rejoins by itself: every partition counts as revoked (reported before this call) until the rejoin assigns again. */
+  onRejoining?(error: unknown): void;
 }
 
 /**
@@ -131,6 +139,105 @@ export interface GroupSource {
   resume(partitions: number[]): void;
   assignment(): ReadonlySet<number>;
   stop(): Promise<void>;
+}
+
+/** Offsets `[start, end)` of one partition. */
+export interface PartitionRange {
+  topic: string;
+  partition: number;
+  start: Offset;
+  end: Offset;
+}
+
+/** A record of a scan (ops commands, restore): as FetchedRecord, with the broker's timestamp as a decimal string. */
+export interface ScanRecord {
+  topic: string;
+  partition: number;
+  offset: Offset;
+  /** Record timestamp, epoch ms as a decimal string (as the broker gives it). */
+  timestamp: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, Buffer>;
+}
+
+export interface ScanOptions {
+  /** Give up when no progress was made for this long (default 30 s; an open transaction holds read_committed readers back). */
+  idleTimeoutMs?: number;
+  /** Called after every fetched batch with the records read so far. */
+  onProgress?: (records: number) => void;
+  /** Largest fetch (bytes, per request and per partition); the client's default when absent. */
+  maxBytes?: number;
+  /** What the scan is for (names its throw-away group where the client needs one; default `scan`). */
+  purpose?: string;
+}
+
+export interface ScanResult {
+  /** Records handed to the callback. */
+  records: number;
+  /** False when the scan stopped early: the callback asked to stop, or the idle timeout passed. */
+  complete: boolean;
+  /** Partitions not read to their end (idle timeout), as `topic/partition`. */
+  unfinished: string[];
+}
+
+/** Returning `false` stops the scan. */
+export type ScanCallback = (r: ScanRecord) => void | boolean | Promise<void | boolean>;
+
+/**
+ * The assignment protocols a group member announces (the classic group
+ * protocol): the coordinator refuses a member that shares none with the
+ * members already in the group (`mode_conflict`). Fused and separate
+ * runners announce different ones, so they can never share a group
+ * (streams/runtime/mode-guard.ts). Every protocol assigns round robin over
+ * the members that take partitions.
+ */
+export interface MemberProtocols {
+  /** Protocol names, most preferred first. */
+  names: string[];
+  /** False: a guard member, holding its place in the group and taking no partition (default true). */
+  takesPartitions?: boolean;
+}
+
+export interface GroupSourceOptions {
+  groupId: string;
+  topic: string;
+  sessionTimeoutMs: number;
+  /** Largest fetch, per request. */
+  maxBytes: number;
+  /** Largest fetch per partition (default `maxBytes`). */
+  maxBytesPerPartition?: number;
+  /** Partitions with a batch out at once (default 4). */
+  concurrency?: number;
+  /** Absent: the client's default round-robin protocol. */
+  protocols?: MemberProtocols;
+}
+
+export interface TransactionalSinkOptions {
+  transactionTimeoutMs: number;
+  /** Partition count of a topic (cached by the caller; topics do not change under a running stage). */
+  partitionsOf: (topic: string) => Promise<number>;
+  /** Producer compression of every record. */
+  compression?: CompressionName;
+}
+
+/**
+ * One Kafka client library behind the runtime's seams: a stage runner asks
+ * it for everything it does with Kafka, so the library can be swapped (the
+ * kafkajs adapter, streams/kafka/kafkajs/; the in-memory cluster of the
+ * topology test driver, streams/testing/).
+ */
+export interface KafkaClient {
+  /** A member of `o.groupId` consuming `o.topic` (not started). */
+  groupSource(o: GroupSourceOptions): GroupSource;
+  /** A transactional producer for `transactionalId` (not initialized). */
+  transactionalSink(transactionalId: string, o: TransactionalSinkOptions): TransactionalSink;
+  /** An admin client, connected; the caller closes it. */
+  admin(): Promise<KafkaAdmin>;
+  /** Reads `ranges` (read_committed, offset order per partition) with no consumer group offsets committed. */
+  scan(ranges: PartitionRange[], onRecord: ScanCallback, options?: ScanOptions): Promise<ScanResult>;
+  /** Closes whatever the client itself holds (what it handed out is closed by its users). */
+  close(): Promise<void>;
 }
 
 /**

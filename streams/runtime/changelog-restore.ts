@@ -1,13 +1,13 @@
 /**
  * Reads a task's compacted changelog partitions from the beginning up to
  * their end offsets (read_committed), feeding each record to a callback.
- * Only the task's own partitions are fetched: the scan's throw-away group
- * has one member, assigned exactly those partitions.
+ * Only the task's own partitions are fetched (the client's scan reads
+ * exactly the ranges it is given).
  */
-import type { Admin, Kafka } from 'kafkajs';
 import { RolloutStreamError } from '../../errors/index.js';
 import type { ChangelogRecord } from '../api/stage.js';
-import { partitionRanges, scanRanges } from '../ops/topic-scan.js';
+import type { KafkaAdmin, KafkaClient } from '../kafka/types.js';
+import { partitionRanges } from '../ops/topic-scan.js';
 
 export interface RestoreStats {
   records: number;
@@ -19,8 +19,8 @@ export interface RestoreStats {
 const RESTORE_IDLE_MS = 120_000;
 
 export async function restoreChangelog(
-  kafka: Kafka,
-  admin: Admin,
+  client: KafkaClient,
+  admin: KafkaAdmin,
   topic: string,
   partitions: number[],
   onRecord: (partition: number, record: ChangelogRecord) => Promise<void>,
@@ -35,8 +35,7 @@ export async function restoreChangelog(
   // restore a partial state.
   const ranges = (await partitionRanges(admin, topic, { kind: 'beginning' }, partitions)).filter((r) => BigInt(r.start) < BigInt(r.end));
   if (ranges.length === 0) return { ...stats, ms: Date.now() - t0 };
-  const scan = await scanRanges(
-    kafka,
+  const scan = await client.scan(
     ranges,
     async (r) => {
       stats.records++;

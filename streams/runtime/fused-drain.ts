@@ -4,8 +4,8 @@
  * separate stages have processed everything before that point; otherwise
  * their leftover records would be skipped. This check finds such leftovers.
  */
-import type { Admin, Kafka } from 'kafkajs';
-import { scanRanges, unconsumedRanges, type PartitionRange } from '../ops/topic-scan.js';
+import type { KafkaAdmin, KafkaClient, PartitionRange } from '../kafka/types.js';
+import { unconsumedRanges } from '../ops/topic-scan.js';
 
 export interface DrainTarget {
   /** The downstream stage's input topic. */
@@ -19,7 +19,7 @@ export interface DrainTarget {
  * holding a committed data record its group has not processed, or null when
  * all are drained. Only commit markers may lie past a group's offset.
  */
-export async function firstUndrained(kafka: Kafka, admin: Admin, targets: DrainTarget[], partitions?: number[]): Promise<string | null> {
+export async function firstUndrained(client: KafkaClient, admin: KafkaAdmin, targets: DrainTarget[], partitions?: number[]): Promise<string | null> {
   const ranges: PartitionRange[] = [];
   for (const t of targets) {
     for (const r of await unconsumedRanges(admin, t.topic, t.groupId)) {
@@ -28,8 +28,7 @@ export async function firstUndrained(kafka: Kafka, admin: Admin, targets: DrainT
   }
   if (ranges.length === 0) return null;
   let found: string | null = null;
-  const scan = await scanRanges(
-    kafka,
+  const scan = await client.scan(
     ranges,
     (r) => {
       found = `${r.topic}/${r.partition} (from offset ${r.offset})`;

@@ -11,7 +11,9 @@ import { ConfigError, RolloutStreamError } from '../../errors/index.js';
 import { resolveIngestConfig } from '../../processors/ingest-config.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
-import { createKafka } from '../kafka/kafkajs/client.js';
+import { createKafkaClient } from '../kafka/kafkajs/adapter.js';
+import type { KafkaClient } from '../kafka/types.js';
+import { holdGuards, isModeConflict, protocolsOf, type Guards } from './mode-guard.js';
 import { createRowReader } from '../kafka/kafkajs/offset-reader.js';
 import { RowResolver } from '../codecs/row-resolver.js';
 import { createRegistry } from '../codecs/schema-registry.js';
@@ -50,74 +52,56 @@ export interface RunningPipeline {
 
 export const consumerGroupId = (prefix: string, stage: StageName): string => `${prefix}rollout-stream.${stage}`;
 
-/** Client-id suffix of a fused runner: how the mode checks tell its group members apart. */
-export const FUSED_CLIENT = 'fused';
-
 export class PipelineModeError extends RolloutStreamError {
-  constructor(message: string) {
-    super('mode_conflict', message);
+  constructor(message: string, cause?: unknown) {
+    super('mode_conflict', message, cause === undefined ? undefined : { cause });
   }
 }
 
+/** The refusal of a member of the other mode (mode-guard.ts), said for the operator. */
+function modeRefusal(e: unknown, config: Config, fused: boolean): PipelineModeError {
+  const prefix = config.topics.prefix;
+  const session = `runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms`;
+  const why = (e as Error).message;
+  return new PipelineModeError(
+    fused
+      ? `fused mode refused: separate stage instances are running on prefix '${prefix}' (${why}); stop them first ` +
+          `(a killed instance stays a member until its session times out: ${session})`
+      : `a fused runner is processing prefix '${prefix}' (${why}); separate stages would process its outputs again; stop it first (or run all three stages fused; ` +
+          `a killed fused process stays a member until its session times out: ${session})`,
+    e,
+  );
+}
+
 /**
- * Fused and separate runners must not process the same prefix at once (the
- * separate ones would process the fused runner's outputs a second time).
- * Refuses to start, naming what runs, when the other mode has members.
+ * Before a fused start: fused mode needs equal partition counts on its
+ * topics, and the first fused process after separate stages must know
+ * whether they left records behind (then it drains them first). Which mode
+ * may run is not decided here: the coordinator refuses the other mode's
+ * members (mode-guard.ts).
  */
-async function checkMode(config: Config, stages: PipelineOptions['stages'], fused: boolean): Promise<{ undrained: string | null }> {
+async function checkFused(client: KafkaClient, config: Config): Promise<{ undrained: string | null }> {
   const prefix = config.topics.prefix;
   const names = topicNames(prefix);
-  const kafka = createKafka(config.kafka, 'mode-check');
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await client.admin();
   try {
-    const [acc, pp, pack] = [consumerGroupId(prefix, 'accumulate'), consumerGroupId(prefix, 'postprocess'), consumerGroupId(prefix, 'pack')];
-    const { groups } = await admin.describeGroups([acc, pp, pack]);
-    const members = new Map(groups.map((g) => [g.groupId, g.members]));
-    const fusedSuffix = `-${FUSED_CLIENT}`;
-    const accMembers = members.get(acc) ?? [];
-    if (fused) {
-      const busy = [
-        ...accMembers.filter((m) => !m.clientId.endsWith(fusedSuffix)).map(() => 'accumulate'),
-        ...(members.get(pp) ?? []).map(() => 'postprocess'),
-        ...(members.get(pack) ?? []).map(() => 'pack'),
-      ];
-      if (busy.length > 0) {
-        throw new PipelineModeError(
-          `fused mode refused: separate stage instances are running on prefix '${prefix}' (${[...new Set(busy)].join(', ')}); stop them first ` +
-            `(a killed instance stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
-        );
-      }
-      const counts = await Promise.all(
-        [names.rowCompleted, names.groupComplete, names.penalized].map(async (topic) => {
-          const md = await admin.fetchTopicMetadata({ topics: [topic] });
-          return [topic, md.topics[0]?.partitions.length ?? 0] as const;
-        }),
-      );
-      if (new Set(counts.map(([, n]) => n)).size > 1) {
-        throw new PipelineModeError(
-          `fused mode needs equal partition counts on its topics; found ${counts.map(([t, n]) => `${t}: ${n}`).join(', ')}`,
-        );
-      }
-      // The first fused process after separate stages: have they left records behind?
-      if (accMembers.length === 0) {
-        return {
-          undrained: await firstUndrained(kafka, admin, [
-            { topic: names.groupComplete, groupId: pp },
-            { topic: names.penalized, groupId: pack },
-          ]),
-        };
-      }
-    } else if (stages.length > 0 && accMembers.some((m) => m.clientId.endsWith(fusedSuffix))) {
-      throw new PipelineModeError(
-        `a fused runner is processing prefix '${prefix}'; separate stages would process its outputs again; stop it first (or run all three stages fused; ` +
-          `a killed fused process stays a member until its session times out: runtime.session_timeout_ms, ${config.runtime.session_timeout_ms} ms)`,
-      );
+    const counts = await Promise.all([names.rowCompleted, names.groupComplete, names.penalized].map(async (topic) => [topic, await admin.partitionCount(topic)] as const));
+    if (new Set(counts.map(([, n]) => n)).size > 1) {
+      throw new PipelineModeError(`fused mode needs equal partition counts on its topics; found ${counts.map(([t, n]) => `${t}: ${n}`).join(', ')}`);
     }
+    // The first fused process after separate stages: have they left records behind?
+    if ((await admin.describeGroup(consumerGroupId(prefix, 'accumulate'))).members === 0) {
+      return {
+        undrained: await firstUndrained(client, admin, [
+          { topic: names.groupComplete, groupId: consumerGroupId(prefix, 'postprocess') },
+          { topic: names.penalized, groupId: consumerGroupId(prefix, 'pack') },
+        ]),
+      };
+    }
+    return { undrained: null };
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
-  return { undrained: null };
 }
 
 /**
@@ -129,6 +113,7 @@ async function checkMode(config: Config, stages: PipelineOptions['stages'], fuse
 async function drainSeparately(
   stages: Stage[],
   makeRunner: (stage: Stage, client: string) => StageRunner,
+  client: KafkaClient,
   config: Config,
   first: string,
   log: Logger,
@@ -136,16 +121,14 @@ async function drainSeparately(
   const t0 = Date.now();
   log.info(`fused: ${first} holds records the separate stages have not processed; draining them with ${stages.map((s) => s.name).join(' and ')} first`);
   const runners = stages.map((s) => makeRunner(s, s.name));
-  for (const r of runners) await r.start();
-  const kafka = createKafka(config.kafka, 'drain-check');
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await client.admin();
   try {
+    for (const r of runners) await r.start();
     const targets = stages.map((s) => ({ topic: s.inputTopic, groupId: consumerGroupId(config.topics.prefix, s.name) }));
     let lastReport = Date.now();
     for (;;) {
       await new Promise((r) => setTimeout(r, 1000));
-      const left = await firstUndrained(kafka, admin, targets);
+      const left = await firstUndrained(client, admin, targets);
       if (left === null) break;
       if (Date.now() - lastReport > 10_000) {
         log.info(`fused: still draining (${left}) after ${Math.round((Date.now() - t0) / 1000)} s`);
@@ -153,7 +136,7 @@ async function drainSeparately(
       }
     }
   } finally {
-    await admin.disconnect();
+    await admin.close();
     await Promise.all(runners.map((r) => r.stop()));
   }
   log.info(`fused: separate stages drained in ${((Date.now() - t0) / 1000).toFixed(1)} s; starting fused`);
@@ -179,7 +162,9 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   if (fused && !all) {
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
-  const mode = await checkMode(config, o.stages, fused);
+  // One client library for the mode checks, the guards and the drain; each runner gets its own client id.
+  const client = createKafkaClient(config.kafka, 'pipeline');
+  const mode = fused ? await checkFused(client, config) : { undrained: null };
   let reportFatal!: (e: RolloutStreamError) => void;
   const failed = new Promise<RolloutStreamError>((resolve) => (reportFatal = resolve));
   const ingest = resolveIngestConfig(config.ingest, {
@@ -197,15 +182,17 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   // One runner per stage; fused: one runner for the chain, batch metrics on its own.
   const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused
     ? [
-        { stage: byName.get('accumulate')!, client: FUSED_CLIENT, downstream: [byName.get('postprocess')!, byName.get('pack')!] },
+        { stage: byName.get('accumulate')!, client: 'fused', downstream: [byName.get('postprocess')!, byName.get('pack')!] },
         { stage: byName.get('batch-metrics')!, client: 'batch-metrics' },
       ]
     : [...byName.values()].map((stage) => ({ stage, client: stage.name }));
   const metrics = new RuntimeMetrics();
   const groupOf = (s: Stage) => consumerGroupId(config.topics.prefix, s.name);
-  const makeRunner = (stage: Stage, client: string, downstream?: Stage[]) =>
+  // Batch metrics serve either mode (no protocol of a mode); the others announce theirs (mode-guard.ts).
+  const protocolsFor = (stage: Stage) => (stage.name === 'batch-metrics' ? undefined : protocolsOf(fused ? 'fused' : 'separate'));
+  const makeRunner = (stage: Stage, clientName: string, downstream?: Stage[]) =>
     new StageRunner({
-      kafka: createKafka(config.kafka, client),
+      client: createKafkaClient(config.kafka, clientName),
       stage,
       groupId: groupOf(stage),
       deadLetterTopic: topics.deadLetter,
@@ -220,22 +207,37 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       onFatal: reportFatal,
       metrics,
       log: o.log,
+      ...(protocolsFor(stage) ? { protocols: protocolsFor(stage)! } : {}),
       ...(downstream ? { downstream: downstream.map((d) => ({ stage: d, groupId: groupOf(d) })) } : {}),
     });
-  if (fused && mode.undrained !== null) {
-    await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, config, mode.undrained, o.log);
-  }
-  const runners = plan.map(({ stage, client, downstream }) => makeRunner(stage, client, downstream));
+  // A fused process holds the postprocess and pack groups (guard members) before it processes anything.
+  let guards: Guards | null = null;
+  const runners = plan.map(({ stage, client: name, downstream }) => makeRunner(stage, name, downstream));
   // A runner that cannot start (after retrying transient errors) must not
   // leave the others running in a process that looks alive: stop them all.
-  for (const [i, r] of runners.entries()) {
-    try {
-      await r.start();
-    } catch (e) {
-      await Promise.all(runners.slice(0, i + 1).map((s) => s.stop().catch(() => undefined)));
-      await rowReader?.close().catch(() => undefined);
-      throw e;
+  const started: StageRunner[] = [];
+  try {
+    if (fused) {
+      guards = await holdGuards(
+        client,
+        (['postprocess', 'pack'] as const).map((s) => ({ groupId: consumerGroupId(config.topics.prefix, s), topic: byName.get(s)!.inputTopic })),
+        config.runtime.session_timeout_ms,
+        (e) => {
+          o.log.error(`fatal [${e.code}]: ${e.message}`);
+          reportFatal(e);
+        },
+      );
+      if (mode.undrained !== null) await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, client, config, mode.undrained, o.log);
     }
+    for (const r of runners) {
+      started.push(r);
+      await r.start();
+    }
+  } catch (e) {
+    await Promise.all(started.map((s) => s.stop().catch(() => undefined)));
+    await guards?.stop();
+    await rowReader?.close().catch(() => undefined);
+    throw isModeConflict(e) ? modeRefusal(e, config, fused) : e;
   }
   const gaugeTimer = setInterval(() => {
     let open = 0;
@@ -273,6 +275,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     async stop() {
       clearInterval(gaugeTimer);
       await Promise.all(runners.map((r) => r.stop()));
+      await guards?.stop();
       await rowReader?.close();
       await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     },

@@ -9,7 +9,7 @@
  */
 import type { ChangelogRecord, PartitionProcessor, Stage } from '../api/stage.js';
 import { RolloutStreamError } from '../../errors/index.js';
-import type { PartitionRange, ScanRecord, ScanResult } from '../ops/topic-scan.js';
+import type { PartitionRange, ScanRecord, ScanResult } from '../kafka/types.js';
 import type { RestoreStats } from './changelog-restore.js';
 import { crashPoint } from './crash-points.js';
 import { ProcessingFailure } from './error-policy.js';
@@ -20,7 +20,7 @@ import type { StreamTask } from './stream-task.js';
 export interface RestorerOptions {
   /** Reads changelog partitions from their start to their end (changelog-restore.ts). */
   readChangelog: (topic: string, partitions: number[], onRecord: (partition: number, record: ChangelogRecord) => Promise<void>) => Promise<RestoreStats>;
-  /** Reads input ranges read_committed (ops/topic-scan.ts `scanRanges`). */
+  /** Reads input ranges read_committed (`KafkaClient.scan`). */
   scan: (ranges: PartitionRange[], onRecord: (r: ScanRecord) => void) => Promise<ScanResult>;
   /** The chain's stages in order (one unless fused): every one with a changelog is restored. */
   stages: readonly Stage[];

@@ -9,10 +9,9 @@
  * (error-policy.ts, record-policy.ts); the lag monitor (lag-monitor.ts) and
  * the health tracker (health.ts) say how it is doing.
  */
-import type { Admin, Kafka } from 'kafkajs';
 import type { Stage } from '../api/stage.js';
 import type { TopicCodec } from '../codecs/codec.js';
-import type { CompressionName } from '../kafka/kafkajs/compression.js';
+import type { CompressionName, KafkaAdmin, KafkaClient, MemberProtocols } from '../kafka/types.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
 import { classify, describeError, type PoisonPolicy } from './error-policy.js';
 import { HealthTracker, type RunnerHealth } from './health.js';
@@ -25,17 +24,14 @@ import { Restorer } from './restorer.js';
 import type { ChainNode } from './stream-task.js';
 import { TaskManager } from './task-manager.js';
 import { TransactionWriter } from './transaction-writer.js';
-import { KafkajsAdmin } from '../kafka/kafkajs/admin.js';
-import { KafkajsTransactionalSink } from '../kafka/kafkajs/sink.js';
 import { firstUndrained } from './fused-drain.js';
 import { restoreChangelog } from './changelog-restore.js';
-import { scanRanges } from '../ops/topic-scan.js';
 
-export { isTransientKafkaError } from '../kafka/kafkajs/errors.js';
 export type { Logger } from './logger.js';
 
 export interface StageRunnerOptions {
-  kafka: Kafka;
+  /** The Kafka client library behind the runtime's seams (streams/kafka/types.ts). */
+  client: KafkaClient;
   stage: Stage;
   /** Consumer group id; also the transactional-id prefix. */
   groupId: string;
@@ -66,6 +62,8 @@ export interface StageRunnerOptions {
   poison?: PoisonPolicy;
   /** Called once when the runner hits a fatal error (the process should stop with a non-zero exit). */
   onFatal?: (e: RolloutStreamError) => void;
+  /** The assignment protocols its consumer announces (mode-guard.ts); absent: the client's default. */
+  protocols?: MemberProtocols;
 }
 
 /** A stage with lag that has committed nothing for this long is reported as stalled (then at most this often). */
@@ -74,7 +72,8 @@ const STALL_WARN_MS_DEFAULT = 30_000;
 export class StageRunner {
   /** This runner's state for /healthz. */
   readonly health: HealthTracker;
-  private readonly admin: Admin;
+  /** Connected by `start` (each start-up attempt connects a new one). */
+  private admin: KafkaAdmin | null = null;
   private readonly tasks: TaskManager;
   private readonly loop: ConsumerLoop;
   private readonly lag: LagMonitor;
@@ -85,7 +84,7 @@ export class StageRunner {
   constructor(private readonly o: StageRunnerOptions) {
     const chain: ChainNode[] = [{ stage: o.stage, groupId: o.groupId }, ...(o.downstream ?? [])];
     const chainName = chain.map((n) => n.stage.name).join('+');
-    this.admin = o.kafka.admin();
+    const admin = deferredAdmin(() => this.admin);
     const stallWarnMs = o.stallWarnMs ?? STALL_WARN_MS_DEFAULT;
     this.health = new HealthTracker(chainName, stallWarnMs);
     const policy = new RecordPolicy(o.poison ?? { policy: 'dead-letter', attempts: 3, backoff_ms: 1_000 }, o.stage.name, chainName, o.log);
@@ -97,14 +96,13 @@ export class StageRunner {
       metrics: o.metrics,
     });
     const restorer = new Restorer({
-      readChangelog: (topic, partitions, onRecord) => restoreChangelog(o.kafka, this.admin, topic, partitions, onRecord, o.maxInflightBytes),
-      scan: (ranges, onRecord) => scanRanges(o.kafka, ranges, onRecord),
+      readChangelog: (topic, partitions, onRecord) => restoreChangelog(o.client, admin, topic, partitions, onRecord, o.maxInflightBytes),
+      scan: (ranges, onRecord) => o.client.scan(ranges, onRecord),
       stages: chain.map((n) => n.stage),
       chainName,
       metrics: o.metrics,
       log: o.log,
     });
-    const admin = KafkajsAdmin.over(this.admin);
     // Partition counts for placing keyed records; topics do not change under a running stage.
     const counts = new Map<string, Promise<number>>();
     const partitionsOf = (topic: string): Promise<number> => {
@@ -117,11 +115,12 @@ export class StageRunner {
     };
     this.tasks = new TaskManager({
       admin,
-      sinkFor: (id) => new KafkajsTransactionalSink(o.kafka, id, o.transactionTimeoutMs, { partitionsOf, ...(o.compression ? { compression: o.compression } : {}) }),
+      sinkFor: (id) =>
+        o.client.transactionalSink(id, { transactionTimeoutMs: o.transactionTimeoutMs, partitionsOf, ...(o.compression ? { compression: o.compression } : {}) }),
       undrained: (partitions) =>
         firstUndrained(
-          o.kafka,
-          this.admin,
+          o.client,
+          admin,
           chain.slice(1).map((d) => ({ topic: d.stage.inputTopic, groupId: d.groupId })),
           partitions,
         ),
@@ -149,13 +148,18 @@ export class StageRunner {
       describeTasks: () => [...this.tasks.tasks.values()].map((t) => `${t.partition}${t.closed ? ' closed' : ''}`),
     });
     this.loop = new ConsumerLoop({
-      kafka: o.kafka,
+      newSource: () =>
+        o.client.groupSource({
+          groupId: o.groupId,
+          topic: o.stage.inputTopic,
+          sessionTimeoutMs: o.sessionTimeoutMs,
+          maxBytes: o.maxInflightBytes,
+          maxBytesPerPartition: Math.max(o.maxMessageBytes + 1024, Math.floor(o.maxInflightBytes / 4)),
+          concurrency: 4,
+          ...(o.protocols ? { protocols: o.protocols } : {}),
+        }),
       groupId: o.groupId,
-      inputTopic: o.stage.inputTopic,
       chainName,
-      maxMessageBytes: o.maxMessageBytes,
-      maxInflightBytes: o.maxInflightBytes,
-      sessionTimeoutMs: o.sessionTimeoutMs,
       tasks: this.tasks,
       log: o.log,
       onFailed: (e) => this.failFatal(e, 'consumer_failed', 'could not restart the consumer'),
@@ -179,7 +183,10 @@ export class StageRunner {
    * is called; anything else is thrown.
    */
   async start(): Promise<void> {
-    await this.loop.start(() => this.admin.connect());
+    await this.loop.start(async () => {
+      await this.admin?.close();
+      this.admin = await this.o.client.admin();
+    });
     const interval = this.o.tickIntervalMs ?? 1000;
     this.ticker = setInterval(() => void this.tasks.tickAll(), interval);
     this.lagTimer = setInterval(() => void this.lag.measure(), 5000);
@@ -222,6 +229,25 @@ export class StageRunner {
     if (this.lagTimer) clearInterval(this.lagTimer);
     await this.loop.stop();
     await this.tasks.stop();
-    await this.admin.disconnect().catch(() => undefined);
+    await this.admin?.close().catch(() => undefined);
   }
+}
+
+/** A KafkaAdmin that forwards to the one `current` returns (connected by `start`, replaced on a retried start-up). */
+function deferredAdmin(current: () => KafkaAdmin | null): KafkaAdmin {
+  const now = (): KafkaAdmin => {
+    const a = current();
+    if (!a) throw new RolloutStreamError('broker_unavailable', 'the admin client is not connected yet', { retriable: true });
+    return a;
+  };
+  return {
+    partitionCount: (topic) => now().partitionCount(topic),
+    listTopics: () => now().listTopics(),
+    topicOffsets: (topic) => now().topicOffsets(topic),
+    offsetsForTime: (topic, timeMs) => now().offsetsForTime(topic, timeMs),
+    committedOffsets: (groupId, topic) => now().committedOffsets(groupId, topic),
+    brokerCount: () => now().brokerCount(),
+    describeGroup: (groupId) => now().describeGroup(groupId),
+    close: async () => undefined,
+  };
 }

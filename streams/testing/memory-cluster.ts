@@ -503,5 +503,11 @@ class MemoryAdmin implements KafkaAdmin {
     return 1;
   }
 
+  async describeGroup(groupId: string): Promise<{ state: string; protocol: string; members: number }> {
+    const g = this.cluster.groups.get(groupId);
+    if (!g || g.members.length === 0) return { state: g ? 'Empty' : 'Dead', protocol: '', members: 0 };
+    return { state: 'Stable', protocol: g.protocol ?? '', members: g.members.length };
+  }
+
   async close(): Promise<void> {}
 }

@@ -6,6 +6,8 @@
  */
 import { AssignerProtocol } from 'kafkajs';
 import { afterEach, describe, expect, test } from 'vitest';
+import { KafkajsClient } from '../../streams/kafka/kafkajs/adapter.js';
+import { KafkajsAdmin } from '../../streams/kafka/kafkajs/admin.js';
 import { restoreChangelog } from '../../streams/runtime/changelog-restore.js';
 import { topicNames } from '../../streams/topics/names.js';
 import { testEnv, type TestEnv } from './helpers.js';
@@ -52,8 +54,8 @@ describe('changelog restore', () => {
     const seen: Array<[number, string]> = [];
     let assignment: Map<string, number[]> | null = null;
     const stats = await restoreChangelog(
-      e.kafka,
-      e.admin,
+      new KafkajsClient(e.kafka),
+      KafkajsAdmin.over(e.admin),
       topic,
       [2],
       async (partition, record) => {

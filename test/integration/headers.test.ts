@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { collectExpectations, generateEvents, parseFaultSpec } from '../../loadgen/index.js';
 import { RecordDecoder, openRowResolver } from '../../cli/topic-records.js';
 import { TopicCodec } from '../../streams/codecs/codec.js';
-import { partitionRanges, scanRanges, type ScanRecord } from '../../streams/ops/topic-scan.js';
+import { partitionRanges, type ScanRecord } from '../../streams/ops/topic-scan.js';
+import { scanRanges } from '../../streams/kafka/kafkajs/scan.js';
+import { KafkajsAdmin } from '../../streams/kafka/kafkajs/admin.js';
 import { startPipeline, type RunningPipeline } from '../../streams/runtime/pipeline.js';
 import { subjectOf, topicNames, type TopicRole } from '../../streams/topics/names.js';
 import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
@@ -21,7 +23,7 @@ const PORT = 19481;
 
 async function readAll(e: TestEnv, topic: string): Promise<ScanRecord[]> {
   const out: ScanRecord[] = [];
-  await scanRanges(e.kafka, await partitionRanges(e.admin, topic, { kind: 'beginning' }), (r) => void out.push(r));
+  await scanRanges(e.kafka, await partitionRanges(KafkajsAdmin.over(e.admin), topic, { kind: 'beginning' }), (r) => void out.push(r));
   return out;
 }
 

@@ -72,6 +72,12 @@ export class KafkajsAdmin implements KafkaAdmin {
     return cluster.brokers.length;
   }
 
+  async describeGroup(groupId: string): Promise<{ state: string; protocol: string; members: number }> {
+    const { groups } = await coded(`describing group ${groupId}`, () => this.admin.describeGroups([groupId]));
+    const g = groups[0];
+    return { state: g?.state ?? 'Dead', protocol: g?.protocol ?? '', members: g?.members.length ?? 0 };
+  }
+
   async close(): Promise<void> {
     if (this.owned) await this.admin.disconnect().catch(() => undefined);
   }

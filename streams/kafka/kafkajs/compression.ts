@@ -31,9 +31,8 @@ import { RolloutStreamError } from '../../../errors/index.js';
 // named-export detection cannot see: take them off the default export.
 const { CompressionCodecs, CompressionTypes } = kafkajs;
 
-/** The values of `kafka.compression`, in the order the benchmark prints them. */
-export const COMPRESSION_NAMES = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
-export type CompressionName = (typeof COMPRESSION_NAMES)[number];
+import { COMPRESSION_NAMES, type CompressionName } from '../types.js';
+export { COMPRESSION_NAMES, type CompressionName } from '../types.js';
 
 /** zstd level: 3 is the Java client's and librdkafka's default. */
 export const ZSTD_LEVEL = 3;

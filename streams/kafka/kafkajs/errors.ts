@@ -45,6 +45,12 @@ const AUTHORIZATION_NAMES = new Set(['KafkaJSSASLAuthenticationError']);
 /** The same, for a wrapper that kept only the broker's message. */
 const AUTHORIZATION_TEXT = /Not authorized to access|authorization failed|Authentication failed/i;
 
+/**
+ * The group's members announce assignment protocols this member shares none
+ * of: a fused runner and a separate one met in a group (mode-guard.ts).
+ */
+const MODE_CONFLICT_TYPES = new Set(['INCONSISTENT_GROUP_PROTOCOL']);
+
 /** The group moved on without this member: its partitions are someone else's until it rejoins. */
 const REVOKED_TYPES = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION']);
 
@@ -90,6 +96,7 @@ export function kafkaErrorCode(e: unknown): ErrorCode | null {
   if (links.some(authorization)) {
     return 'authorization_failed';
   }
+  if (links.some((c) => c.type !== undefined && MODE_CONFLICT_TYPES.has(c.type))) return 'mode_conflict';
   if (links.some((c) => (c.type !== undefined && FENCED_TYPES.has(c.type)) || FENCED_TEXT.test(text(c)))) return 'producer_fenced';
   if (links.some((c) => c.type !== undefined && REVOKED_TYPES.has(c.type))) return 'partition_revoked';
   for (const c of links) {
@@ -108,6 +115,7 @@ export function kafkaErrorCode(e: unknown): ErrorCode | null {
  */
 export function isTransientKafkaError(e: unknown): boolean {
   const links = chain(e);
-  if (kafkaErrorCode(e) === 'authorization_failed') return false;
+  const code = kafkaErrorCode(e);
+  if (code === 'authorization_failed' || code === 'mode_conflict') return false;
   return links.some((c) => c.retriable === true || (c.name !== undefined && Object.hasOwn(TRANSIENT_NAMES, c.name)));
 }

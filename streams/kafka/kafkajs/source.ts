@@ -9,7 +9,7 @@
  * partition is queued only after `onAssigned` finished.
  */
 import type { Batch, Consumer, EachBatchPayload, Kafka, PartitionAssigner } from 'kafkajs';
-import { RolloutStreamError } from '../../../errors/index.js';
+import { kindOfCode, RolloutStreamError } from '../../../errors/index.js';
 import type { FetchedBatch, GroupSource, Offset, RebalanceListener } from '../types.js';
 import { kafkaErrorCode } from './errors.js';
 
@@ -17,8 +17,10 @@ export interface KafkajsSourceOptions {
   groupId: string;
   topic: string;
   sessionTimeoutMs: number;
-  /** Largest fetch, per request and per partition. */
+  /** Largest fetch, per request. */
   maxBytes: number;
+  /** Largest fetch per partition (default `maxBytes`). */
+  maxBytesPerPartition?: number;
   /** Partitions processed at once (kafkajs `partitionsConsumedConcurrently`). */
   concurrency?: number;
   partitionAssigners?: PartitionAssigner[];
@@ -52,19 +54,34 @@ export class KafkajsGroupSource implements GroupSource {
       readUncommitted: false,
       sessionTimeout: o.sessionTimeoutMs,
       heartbeatInterval: Math.max(500, Math.floor(o.sessionTimeoutMs / 10)),
-      rebalanceTimeout: Math.max(60_000, o.sessionTimeoutMs),
+      rebalanceTimeout: Math.max(30_000, o.sessionTimeoutMs),
       maxBytes: o.maxBytes,
-      maxBytesPerPartition: o.maxBytes,
-      maxWaitTimeInMs: 100,
+      maxBytesPerPartition: o.maxBytesPerPartition ?? o.maxBytes,
+      maxWaitTimeInMs: 50,
       allowAutoTopicCreation: false,
       ...(o.partitionAssigners ? { partitionAssigners: o.partitionAssigners } : {}),
     });
   }
 
+  /**
+   * Joins the group; resolves once this member has joined (kafkajs's `run`
+   * resolves even when the join failed: the crash is what says so). A crash
+   * kafkajs recovers from by itself (it restarts the consumer and rejoins)
+   * is reported as the loss of every partition, which the rejoin assigns
+   * again; one it does not recover from is `onLost` (before the join: the
+   * rejection of `start`).
+   */
   async start(listener: RebalanceListener): Promise<void> {
     const c = this.consumer;
-    c.on(c.events.GROUP_JOIN, (e) => {
-      const now = new Set<number>(e.payload.memberAssignment[this.o.topic] ?? []);
+    let joined = false;
+    let joinedNow!: () => void;
+    let failed!: (e: unknown) => void;
+    const join = new Promise<void>((resolve, reject) => {
+      joinedNow = resolve;
+      failed = reject;
+    });
+    join.catch(() => undefined);
+    const update = (now: Set<number>) => {
       const added = [...now].filter((p) => !this.assigned.has(p)).sort((a, b) => a - b);
       const removed = [...this.assigned].filter((p) => !now.has(p)).sort((a, b) => a - b);
       this.assigned = now;
@@ -74,9 +91,22 @@ export class KafkajsGroupSource implements GroupSource {
         if (added.length > 0) await listener.onAssigned(added);
       });
       this.assignedReady.catch((err: unknown) => listener.onLost(err));
+    };
+    c.on(c.events.GROUP_JOIN, (e) => {
+      joined = true;
+      joinedNow();
+      update(new Set<number>(e.payload.memberAssignment[this.o.topic] ?? []));
     });
     c.on(c.events.CRASH, (e) => {
-      if (!e.payload.restart && !this.stopping) listener.onLost(coded(e.payload.error, 'the consumer crashed'));
+      if (this.stopping) return;
+      if (e.payload.restart) {
+        update(new Set());
+        listener.onRejoining?.(e.payload.error);
+        return;
+      }
+      const err = coded(e.payload.error, joined ? 'the consumer crashed' : `joining group ${this.o.groupId}`);
+      if (joined) listener.onLost(err);
+      else failed(err);
     });
     try {
       await c.connect();
@@ -90,6 +120,7 @@ export class KafkajsGroupSource implements GroupSource {
     } catch (e) {
       throw coded(e, `joining group ${this.o.groupId}`);
     }
+    await join;
   }
 
   private async hold({ batch, resolveOffset, heartbeat, isStale, isRunning }: EachBatchPayload): Promise<void> {
@@ -186,5 +217,5 @@ function toFetched(batch: Batch): FetchedBatch {
 function coded(e: unknown, doing: string): unknown {
   if (e instanceof RolloutStreamError) return e;
   const code = kafkaErrorCode(e);
-  return code === null ? e : new RolloutStreamError(code, `${doing}: ${(e as Error).message}`, { cause: e, retriable: code !== 'authorization_failed' });
+  return code === null ? e : new RolloutStreamError(code, `${doing}: ${(e as Error).message}`, { cause: e, retriable: kindOfCode(code) !== 'fatal' });
 }
