@@ -10,9 +10,9 @@
  *   MB/s of each unit, through the codec kafkajs itself runs
  *   (`kafkaCodec`); best of `--reps`, codecs interleaved per rep;
  * - through the broker: per codec a fresh one-partition topic
- *   `bench.compression.<run>.<codec>` with a consumer (read_committed)
+ *   `bench.compression.<run>.<codec>` with a tail (read_committed)
  *   already joined, then an idempotent producer (acks=all, one request in
- *   flight) sends every unit with that codec; produce MB/s = bytes / time
+ *   flight: OpsClient.idempotentSink) sends every unit with that codec; produce MB/s = bytes / time
  *   to the last ack, e2e MB/s = bytes / time to the last record consumed
  *   and checked byte-equal; CPU ms/MB of this process (client) and of the
  *   broker process when it runs here (/proc; it also serves other users).
@@ -29,13 +29,13 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Kafka } from 'kafkajs';
 import { ensureLocalServices } from '../tools/local-services.js';
 import { loadConfig } from '../config/load.js';
 import { generateEvents, PROFILES, type ProfileName } from '../loadgen/index.js';
 import { AvroBodyCodec } from '../streams/codecs/codec.js';
-import { COMPRESSION_NAMES, compressionType, kafkaCodec, registerCompressionCodecs, type CompressionName } from '../streams/kafka/kafkajs/compression.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { COMPRESSION_NAMES, kafkaCodec, registerCompressionCodecs, type CompressionName } from '../streams/kafka/kafkajs/compression.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { IdempotentSink, OpsClient, ScanRecord, TopicTail } from '../streams/kafka/types.js';
 
 const USAGE = `usage: npx tsx bench/compression.ts [--profiles published-max,router-replay] [--groups G] [--generations N]
                                    [--seed S] [--codecs none,gzip,snappy,lz4,zstd] [--chunk-bytes B]
@@ -138,8 +138,8 @@ async function measureCodec(name: CompressionName, blobs: Buffer[]): Promise<{ r
 /**
  * One codec's path through the broker: its own one-partition topic, an
  * idempotent producer (acks=all, one request in flight, as `RowProducer`)
- * and a read_committed consumer that checks every record byte for byte.
- * The consumer joins once (the broker delays a first join by 3 s) and is
+ * and a read_committed tail that checks every record byte for byte.
+ * The tail joins once (the broker delays a first join by 3 s) and is
  * paused between rounds so idle lanes do not poll while another measures.
  */
 class Lane {
@@ -147,43 +147,35 @@ class Lane {
   private received = 0;
   private finish: () => void = () => undefined;
   private fail: (e: unknown) => void = () => undefined;
-  private readonly consumer;
-  private readonly producer;
+  private sink: IdempotentSink | null = null;
+  private tail: TopicTail | null = null;
 
   constructor(
-    kafka: Kafka,
+    private readonly kafka: OpsClient,
     readonly topic: string,
     readonly codec: CompressionName,
-    maxMessageBytes: number,
-  ) {
-    this.consumer = kafka.consumer({
-      groupId: `${topic}.reader`,
-      readUncommitted: false,
-      maxBytes: 2 * maxMessageBytes,
-      maxBytesPerPartition: maxMessageBytes + 1024,
-      maxWaitTimeInMs: 50,
-      allowAutoTopicCreation: false,
-    });
-    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    private readonly maxMessageBytes: number,
+  ) {}
+
+  private onRecord(r: ScanRecord): void {
+    const want = this.expected[this.received];
+    if (want === undefined || r.value === null || !want.equals(r.value)) {
+      this.fail(new Error(`${this.codec}: record ${this.received} read back differs from what was sent`));
+      return;
+    }
+    if (++this.received === this.expected.length) this.finish();
   }
 
   async open(): Promise<void> {
-    await Promise.all([this.consumer.connect(), this.producer.connect()]);
-    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
-    const joined = new Promise<void>((resolve) => this.consumer.on(this.consumer.events.GROUP_JOIN, () => resolve()));
-    this.consumer.on(this.consumer.events.CRASH, (e) => this.fail(e.payload.error));
-    void this.consumer.run({
-      eachMessage: async ({ message }) => {
-        const want = this.expected[this.received];
-        if (want === undefined || message.value === null || !want.equals(message.value)) {
-          this.fail(new Error(`${this.codec}: record ${this.received} read back differs from what was sent`));
-          return;
-        }
-        if (++this.received === this.expected.length) this.finish();
-      },
-    });
-    await joined;
-    this.consumer.pause([{ topic: this.topic }]);
+    // Each kept as soon as it is open, so close() releases it even if the other fails.
+    const [, tail] = await Promise.all([
+      this.kafka.idempotentSink({ compression: this.codec }).then((s) => (this.sink = s)),
+      this.kafka
+        .tail([this.topic], (r) => this.onRecord(r), { maxWaitMs: 50, maxBytes: 2 * this.maxMessageBytes, maxBytesPerPartition: this.maxMessageBytes + 1024 })
+        .then((t) => (this.tail = t)),
+    ]);
+    tail.failed.catch((e: unknown) => this.fail(e));
+    tail.pause();
     // Untimed warm-up: topic metadata, the fetch session, the codec's first call.
     await this.round([{ key: 'warm-up', values: [Buffer.alloc(1024, 7)], bytes: 1024 }]);
   }
@@ -193,18 +185,14 @@ class Lane {
     this.expected = units.flatMap((u) => u.values);
     this.received = 0;
     const done = new Promise<void>((resolve, reject) => ((this.finish = resolve), (this.fail = reject)));
-    this.consumer.resume([{ topic: this.topic }]);
+    this.tail!.resume();
     try {
-      const compression = compressionType(this.codec);
       const cpu0 = process.cpuUsage();
       const broker0 = brokerCpu();
       const t0 = performance.now();
       for (const u of units) {
-        await this.producer.sendBatch({
-          acks: -1,
-          compression,
-          topicMessages: [{ topic: this.topic, messages: u.values.map((value) => ({ key: u.key, value })) }],
-        });
+        // Partition 0: the lane's topic has one.
+        await this.sink!.send(u.values.map((value) => ({ topic: this.topic, partition: 0, key: u.key, value })));
       }
       const produceMs = performance.now() - t0;
       await done;
@@ -215,27 +203,24 @@ class Lane {
       const brokerMs = broker0 && broker1 && broker0.pid === broker1.pid ? broker1.ms - broker0.ms : null;
       return { produceMs, e2eMs, cpuMs: (cpu.user + cpu.system) / 1000, brokerMs };
     } finally {
-      this.consumer.pause([{ topic: this.topic }]);
+      this.tail!.pause();
     }
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.consumer.disconnect(), this.producer.disconnect()]);
+    await Promise.all([this.tail?.stop(), this.sink?.close()]);
   }
 }
 
 /** Creates one topic and one lane per codec, joined and paused. */
-async function openLanes(kafka: Kafka, run: string, codecs: CompressionName[], maxMessageBytes: number): Promise<Lane[]> {
+async function openLanes(kafka: OpsClient, run: string, codecs: CompressionName[], maxMessageBytes: number): Promise<Lane[]> {
   const lanes = codecs.map((c) => new Lane(kafka, `bench.compression.${run}.${c}`, c, maxMessageBytes));
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   try {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: lanes.map((l) => ({ topic: l.topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }] })),
-    });
+    await admin.createTopics(lanes.map((l) => ({ topic: l.topic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }] })));
+    await admin.waitForLeaders(lanes.map((l) => l.topic));
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   try {
     await Promise.all(lanes.map((l) => l.open()));
@@ -246,16 +231,15 @@ async function openLanes(kafka: Kafka, run: string, codecs: CompressionName[], m
   return lanes;
 }
 
-async function closeLanes(kafka: Kafka, lanes: Lane[]): Promise<void> {
+/** Closes the lanes (their tails remove their groups) and deletes their topics. */
+async function closeLanes(kafka: OpsClient, lanes: Lane[]): Promise<void> {
   await Promise.all(lanes.map((l) => l.close().catch(() => undefined)));
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   try {
     const topics = lanes.map((l) => l.topic);
-    await admin.deleteTopics({ topics }).catch((e: unknown) => console.error(`could not delete the bench topics ${topics.join(', ')}: ${String(e)}`));
-    await admin.deleteGroups(topics.map((t) => `${t}.reader`)).catch(() => undefined);
+    await admin.deleteTopics(topics).catch((e: unknown) => console.error(`could not delete the bench topics ${topics.join(', ')}: ${String(e)}`));
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
 }
 
@@ -336,12 +320,12 @@ export async function main(argv: string[]): Promise<number> {
   const e2eReps = values['no-broker'] ? 0 : Number(values['e2e-reps']);
   registerCompressionCodecs();
 
-  let kafka: Kafka | null = null;
+  let kafka: OpsClient | null = null;
   let maxMessageBytes = 64 * 1024 * 1024;
   if (e2eReps > 0) {
     ensureLocalServices();
     const { config } = loadConfig({});
-    kafka = createKafka(config.kafka, 'bench-compression');
+    kafka = createOpsClient(config.kafka, 'bench-compression');
     maxMessageBytes = config.kafka.max_message_bytes;
   }
   const run = randomUUID().slice(0, 8);

@@ -41,6 +41,8 @@ import {
 } from '../loadgen/index.js';
 import { TopicCodec } from '../streams/codecs/codec.js';
 import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { RowProducer } from '../tools/row-producer.js';
 import { subjectOf, topicNames } from '../streams/topics/names.js';
@@ -52,7 +54,7 @@ const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
                                [--format row|gym-result] [--intermediate reference|full]
-                               [--cpu-prof DIR] [--brokers 3]
+                               [--client kafkajs|platformatic] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -84,6 +86,9 @@ replicated cluster. "n/a (reason)" where the broker does not answer it.
 --intermediate M runs the stages with runtime.intermediate_records M:
   reference (the default: group-complete and penalized carry the rows'
   offsets in row-completed) or full (copies of the rows).
+--client C runs the stage processes on Kafka client library C (kafka.client:
+  kafkajs, the default, or platformatic: @platformatic/kafka); the load
+  generator and the readers stay on kafkajs (bench/README.md "Kafka clients").
 --format gym-result sends each row as the NeMo-Gym result it came from
   (GymResult, SPEC §2.1): accumulate converts it back (the ingest path).
   MB/s and the ratio count the converted rows' bytes (each row's Avro size,
@@ -320,6 +325,7 @@ export async function main(argv: string[]): Promise<number> {
       wire: { type: 'string', default: 'trainer' },
       format: { type: 'string', default: 'row' },
       intermediate: { type: 'string', default: 'reference' },
+      client: { type: 'string', default: 'kafkajs' },
       'cpu-prof': { type: 'string' },
       brokers: { type: 'string' },
       'kill-leader-after': { type: 'string' },
@@ -340,6 +346,7 @@ export async function main(argv: string[]): Promise<number> {
   if (values.intermediate !== 'reference' && values.intermediate !== 'full') {
     throw new UsageError(`--intermediate must be reference or full, got ${values.intermediate}`);
   }
+  if (values.client !== 'kafkajs' && values.client !== 'platformatic') throw new UsageError(`--client must be kafkajs or platformatic, got ${values.client}`);
   if (values.brokers !== undefined && values.brokers !== '1') {
     if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
     const { compareOnCluster } = await import('./e2e-cluster.js');
@@ -354,7 +361,9 @@ export async function main(argv: string[]): Promise<number> {
   const admin = kafka.admin();
   await admin.connect();
   const registry = createRegistry(config.kafka);
-  await createTopics(admin, registry, config);
+  // The producer and topic creation go through the ops seam; the readers and the group and log-size probes below are kafkajs's.
+  const ops = createOpsClient(config.kafka, 'bench-producer');
+  await createTopics(KafkajsAdmin.over(admin), registry, config);
   const names = topicNames(prefix);
 
   const profile = values.profile as ProfileName;
@@ -400,7 +409,7 @@ export async function main(argv: string[]): Promise<number> {
   const lastSent = new Map<string, number>();
 
   const configPath = join(tmpdir(), `rs-bench-${randomUUID()}.json`);
-  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, runtime: { metrics_port: 0, intermediate_records: values.intermediate }, accumulate: { batch_end_grace_ms: 500 }, pack: { wire_dtypes: values.wire } }));
+  writeFileSync(configPath, JSON.stringify({ topics: { prefix }, kafka: { client: values.client }, runtime: { metrics_port: 0, intermediate_records: values.intermediate }, accumulate: { batch_end_grace_ms: 500 }, pack: { wire_dtypes: values.wire } }));
   const instances = Number(values.instances);
   // All three stages in one process run fused unless --separate.
   const fused = !values.split && !values.separate;
@@ -483,7 +492,7 @@ export async function main(argv: string[]): Promise<number> {
   await new Promise((r) => setTimeout(r, 2000));
 
   const producer = new RowProducer({
-    kafka,
+    kafka: ops,
     topic: names.rowCompleted,
     codec,
     ...(values.rate ? { pace: modeledRate / Number(values.rate) } : {}),
@@ -579,6 +588,7 @@ export async function main(argv: string[]): Promise<number> {
     ...(gymResults ? [`input              GymResults (--format gym-result): ${sent.results} sent, converted back to rows by accumulate`] : []),
     `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
     `intermediate       ${values.intermediate} (runtime.intermediate_records)`,
+    `kafka client       ${values.client} (kafka.client; stage processes)`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
       : []),

@@ -1,12 +1,12 @@
 /**
  * Part (b) of `bench ingest`: publishing GymResults through the TypeScript
  * `RolloutPublisher` (SPEC §2.2) against the least any publisher could do,
- * a plain kafkajs produce of the very bytes the publisher sends.
+ * a plain produce of the very bytes the publisher sends.
  *
  * Both write to one scratch `<prefix>rollout.row-completed` (created with
- * the real topic's spec, deleted afterwards) with the same producer
- * settings (idempotent, acks=-1, one request in flight, the configured
- * compression), the same keys and partitions (murmur2 of the group id),
+ * the real topic's spec, deleted afterwards) through the same producer
+ * (OpsClient.idempotentSink: idempotent, acks=-1, one request in flight,
+ * every partition's answer checked, the configured compression), the same keys and partitions (murmur2 of the group id),
  * the same batching (a send at 1 MiB or 500 buffered records, each send
  * awaited before the next is built) and the same closing `BatchEnd` to
  * every partition. The raw side gets its values encoded before its clock
@@ -14,12 +14,11 @@
  * which is the difference being measured. Passes alternate (raw, publisher,
  * raw, …); one warm-up pair is not counted.
  */
-import type { Producer } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import { RolloutStreamError } from '../errors/index.js';
 import { TopicCodec } from '../streams/codecs/codec.js';
-import { compressionType } from '../streams/kafka/kafkajs/compression.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { IdempotentSink, OpsAdmin, OutgoingRecord } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionForKey } from '../streams/topics/partitioner.js';
 import { createPublisher, type RolloutPublisher } from '../streams/publish/publisher.js';
@@ -36,7 +35,7 @@ export interface PublishPass {
   rows: number;
   /** Value bytes sent, BatchEnd copies included. */
   bytes: number;
-  /** CPU (user + system) of this process during the pass: validation, encoding and kafkajs's work. */
+  /** CPU (user + system) of this process during the pass: validation, encoding and the Kafka client's work. */
   cpuMs: number;
 }
 
@@ -56,11 +55,8 @@ export interface PublishRun {
   bytesPerPass: number;
 }
 
-interface Outgoing {
-  key: string;
-  value: Buffer;
-  partition: number;
-}
+/** A record with its value and partition already made (before the clock starts). */
+type Outgoing = OutgoingRecord & { value: Buffer; partition: number };
 
 function cpuMsSince(start: NodeJS.CpuUsage): number {
   const d = process.cpuUsage(start);
@@ -68,8 +64,8 @@ function cpuMsSince(start: NodeJS.CpuUsage): number {
 }
 
 /** The raw side: the publisher's batching rule over pre-encoded records, sends awaited one by one. */
-async function rawPass(producer: Producer, topic: string, compression: ReturnType<typeof compressionType>, rows: Outgoing[], ends: Outgoing[]): Promise<PublishPass> {
-  const send = (messages: Outgoing[]) => producer.send({ topic, acks: -1, compression, messages });
+async function rawPass(sink: IdempotentSink, rows: Outgoing[], ends: Outgoing[]): Promise<PublishPass> {
+  const send = (records: Outgoing[]) => sink.send(records);
   let buffer: Outgoing[] = [];
   let buffered = 0;
   let bytes = 0;
@@ -113,11 +109,10 @@ async function publisherPass(publisher: RolloutPublisher, records: readonly Benc
 export async function measurePublishing(records: readonly BenchRecord[], config: Config, repeat: number, gc: () => void): Promise<PublishRun> {
   const topic = topicNames(config.topics.prefix).rowCompleted;
   const spec = topicSpecs(config).find((s) => s.topic === topic)!;
-  const kafka = createKafka(config.kafka, 'bench-ingest-raw');
-  const admin = kafka.admin();
-  await admin.connect();
+  const kafka = createOpsClient(config.kafka, 'bench-ingest-raw');
+  const admin: OpsAdmin = await kafka.admin();
   let publisher: RolloutPublisher | null = null;
-  let producer: Producer | null = null;
+  let sink: IdempotentSink | null = null;
   try {
     await createMissingTopics(admin, [spec], config.topics);
     publisher = await createPublisher(config, { clientSuffix: 'bench-ingest-publisher', ...BATCHING });
@@ -125,20 +120,19 @@ export async function measurePublishing(records: readonly BenchRecord[], config:
     const partitions = publisher.partitions;
     const batchId = records[0]!.result.batch_id;
     const rows = records.map((r) => ({
+      topic,
       key: r.result.group_id,
       value: codec.encode({ kind: 'gym_result', result: r.result }),
       partition: partitionForKey(r.result.group_id, partitions),
     }));
     const endValue = codec.encode({ kind: 'batch_end', end: { batch_id: batchId, num_rows: records.length } });
-    const ends = Array.from({ length: partitions }, (_, p) => ({ key: batchId, value: endValue, partition: p }));
-    producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-    await producer.connect();
-    const compression = compressionType(config.kafka.compression);
+    const ends = Array.from({ length: partitions }, (_, p) => ({ topic, key: batchId, value: endValue, partition: p }));
+    sink = await kafka.idempotentSink({ compression: config.kafka.compression });
 
     const pairs: PublishPair[] = [];
     for (let i = 0; i <= repeat; i++) {
       gc();
-      const raw = await rawPass(producer, topic, compression, rows, ends);
+      const raw = await rawPass(sink, rows, ends);
       gc();
       const pub = await publisherPass(publisher, records, batchId);
       if (pub.bytes !== raw.bytes) {
@@ -150,8 +144,8 @@ export async function measurePublishing(records: readonly BenchRecord[], config:
     return { pairs, topic, partitions, recordsPerPass: rows.length + ends.length, bytesPerPass: pairs[0]?.raw.bytes ?? 0 };
   } finally {
     await publisher?.close().catch(() => undefined);
-    await producer?.disconnect().catch(() => undefined);
-    await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
-    await admin.disconnect();
+    await sink?.close().catch(() => undefined);
+    await admin.deleteTopics([topic]).catch(() => undefined);
+    await admin.close();
   }
 }

@@ -15,11 +15,11 @@ import type { Config } from '../config/schema.js';
 import { collectExpectations, generateEvents, parseFaultSpec, PROFILES, type ProfileName } from '../loadgen/index.js';
 import { RolloutStreamError } from '../errors/index.js';
 import { TopicCodec } from '../streams/codecs/codec.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { TopicTail } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { startPipeline, type RunningPipeline } from '../streams/runtime/pipeline.js';
 import { RowProducer } from '../tools/row-producer.js';
-import { tailTopics, type TopicTail } from '../streams/ops/topic-tail.js';
 import { subjectOf, topicNames, topicSpecs } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -98,16 +98,15 @@ function pythonInspect(io: Io, config: Config, topic: string, groupId: string): 
 }
 
 async function deleteTopics(config: Config): Promise<void> {
-  const admin = createKafka(config.kafka, 'demo').admin();
-  await admin.connect();
+  const admin = await createOpsClient(config.kafka, 'demo').admin();
   try {
     const existing = new Set(await admin.listTopics());
     const topics = topicSpecs(config)
       .map((s) => s.topic)
       .filter((t) => existing.has(t));
-    if (topics.length > 0) await admin.deleteTopics({ topics });
+    if (topics.length > 0) await admin.deleteTopics(topics);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
 }
 
@@ -122,14 +121,13 @@ export async function runDemo(a: DemoArgs, io: Io): Promise<number> {
     [['runtime', 'metrics_port'], 0],
   ]);
   const names = topicNames(prefix);
-  const kafka = createKafka(config.kafka, 'demo');
+  const kafka = createOpsClient(config.kafka, 'demo');
   const registry = createRegistry(config.kafka);
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   try {
     await createTopics(admin, registry, config);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   log(io, `topics created under prefix ${prefix}`);
 
@@ -168,7 +166,7 @@ export async function runDemo(a: DemoArgs, io: Io): Promise<number> {
       const deadAll = [...wantDead].every(([k, n]) => (gotDead.get(k) ?? 0) >= n);
       if (packedAll && deadAll) settle();
     };
-    tail = await tailTopics(kafka, [names.packed, names.deadLetter], async (r) => {
+    tail = await kafka.tail([names.packed, names.deadLetter], async (r) => {
       if (r.topic === names.packed) {
         const key = r.key?.toString('utf8') ?? '';
         if (!packedAt.has(key)) packedAt.set(key, Number(r.timestamp));

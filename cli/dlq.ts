@@ -3,14 +3,12 @@
  * after a fix, re-publish the original records of chosen dead letters to
  * the topic they came from (their keys, their exact bytes, their partition).
  */
-import type { Kafka, Message } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { OpsClient, OutgoingRecord } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type StartPosition } from '../streams/ops/topic-scan.js';
-import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
-import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { topicNames } from '../streams/topics/names.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -82,18 +80,17 @@ export function checkUnambiguous(selected: DlqEntry[], s: DlqSelector): void {
 /** Reads every dead letter under the config's prefix (from `from`, default the beginning). */
 export async function readDeadLetters(config: Config, io: Io, from: StartPosition = { kind: 'beginning' }): Promise<DlqEntry[]> {
   const topic = topicNames(config.topics.prefix).deadLetter;
-  const kafka = createKafka(config.kafka, 'dlq');
+  const kafka = createOpsClient(config.kafka, 'dlq');
   const decoder = new RecordDecoder(createRegistry(config.kafka));
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   let ranges;
   try {
-    ranges = await partitionRanges(KafkajsAdmin.over(admin), topic, from);
+    ranges = await partitionRanges(admin, topic, from);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   const entries: DlqEntry[] = [];
-  await scanRanges(kafka, ranges, async (r) => {
+  await kafka.scan(ranges, async (r) => {
     try {
       if (!r.value) throw new UndecodableError('record has no value');
       const d = await decoder.decode('deadLetter', r.value);
@@ -142,9 +139,9 @@ export interface RedriveResult {
  * value is refused as a whole. A source record named by several dead
  * letters is sent once.
  */
-export async function redrive(kafka: Kafka, selected: DlqEntry[], dryRun: boolean): Promise<RedriveResult> {
+export async function redrive(kafka: OpsClient, selected: DlqEntry[], dryRun: boolean): Promise<RedriveResult> {
   const result: RedriveResult = { republished: [], refused: [], dryRun };
-  const byTopic = new Map<string, Message[]>();
+  const byTopic = new Map<string, OutgoingRecord[]>();
   const seen = new Set<string>();
   for (const e of selected) {
     if (e.record.records.length === 0 || e.record.records.some((r) => r.value === null)) {
@@ -157,17 +154,16 @@ export async function redrive(kafka: Kafka, selected: DlqEntry[], dryRun: boolea
       seen.add(id);
       let list = byTopic.get(r.topic);
       if (!list) byTopic.set(r.topic, (list = []));
-      list.push({ key: r.key, value: r.value, partition: r.partition });
+      list.push({ topic: r.topic, key: r.key, value: r.value, partition: r.partition });
       result.republished.push({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key?.toString('utf8') ?? null, bytes: r.value!.length });
     }
   }
   if (dryRun || byTopic.size === 0) return result;
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
+  const sink = await kafka.idempotentSink();
   try {
-    await producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+    await sink.send([...byTopic.values()].flat());
   } finally {
-    await producer.disconnect();
+    await sink.close();
   }
   return result;
 }
@@ -254,7 +250,7 @@ export async function runDlq(args: DlqArgs, config: Config, io: Io): Promise<{ c
     return { code: 0, entries, redrive: null };
   }
   checkUnambiguous(entries, args.selector);
-  const result = await redrive(createKafka(config.kafka, 'dlq'), entries, args.dryRun);
+  const result = await redrive(createOpsClient(config.kafka, 'dlq'), entries, args.dryRun);
   await io.out(formatRedrive(result));
   return { code: result.refused.length > 0 ? 1 : 0, entries, redrive: result };
 }

@@ -24,7 +24,7 @@ import {
 } from '../loadgen/index.js';
 import { formatJsonLine } from '../json-form/form.js';
 import { TopicCodec } from '../streams/codecs/codec.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { RowProducer } from '../tools/row-producer.js';
 import { subjectOf, topicNames } from '../streams/topics/names.js';
@@ -209,17 +209,16 @@ export async function runLoadgen(args: LoadgenArgs, config: Config, io: Io, stop
   } else {
     const names = topicNames(config.topics.prefix);
     summary.topic = names.rowCompleted;
-    const kafka = createKafka(config.kafka, 'loadgen');
+    const kafka = createOpsClient(config.kafka, 'loadgen');
     const registry = createRegistry(config.kafka);
-    const admin = kafka.admin();
-    await admin.connect();
+    const admin = await kafka.admin();
     try {
       if (!(await admin.listTopics()).includes(names.rowCompleted)) {
         const r = await createTopics(admin, registry, config);
         io.err(`loadgen: created ${r.created.length} topics under prefix '${config.topics.prefix}'\n`);
       }
     } finally {
-      await admin.disconnect();
+      await admin.close();
     }
     const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), registry).init();
     const producer = new RowProducer({

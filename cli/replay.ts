@@ -5,16 +5,14 @@
  * original bytes to another topic or prefix, or re-runs postprocess on
  * group-complete records into a sandbox prefix.
  */
-import type { Kafka, Message } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import { resolvePostprocessConfig } from '../processors/postprocess.js';
 import { RolloutStreamError } from '../errors/index.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { IdempotentSink, OpsAdmin, OpsClient, OutgoingRecord } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type ScanRecord, type StartPosition } from '../streams/ops/topic-scan.js';
-import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
-import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { BASE_TOPIC_NAMES } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
@@ -129,18 +127,17 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
   }
   // Resolve the new postprocess config before reading anything: a bad one stops here.
   const postprocess = args.mode.kind === 'rerun' ? resolvePostprocessConfig(config.postprocess, { configDir }) : null;
-  const kafka = createKafka(config.kafka, 'replay');
+  const kafka = createOpsClient(config.kafka, 'replay');
   const registry = createRegistry(config.kafka);
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   let ranges;
   let target: { topic: string; samePartitions: boolean } | null = null;
   try {
-    const sourcePartitions = await KafkajsAdmin.over(admin).partitionCount(source.topic);
-    ranges = await partitionRanges(KafkajsAdmin.over(admin), source.topic, args.from);
-    if (args.mode.kind === 'republish') target = await republishTarget(kafka, registry, config, source, args.mode, sourcePartitions);
+    const sourcePartitions = await admin.partitionCount(source.topic);
+    ranges = await partitionRanges(admin, source.topic, args.from);
+    if (args.mode.kind === 'republish') target = await republishTarget(admin, registry, config, source, args.mode, sourcePartitions);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   const total = ranges.reduce((n, r) => n + Number(BigInt(r.end) - BigInt(r.start)), 0);
   io.err(`replay: ${source.topic}, ${total} records in range on ${ranges.length} partitions${target ? ` → ${target.topic}` : ''}\n`);
@@ -157,8 +154,7 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
   const needDecode = args.mode.kind !== 'republish' || args.filter.batchId !== undefined || (source.role === 'metrics' && args.filter.groupId !== undefined);
 
   try {
-    const scan = await scanRanges(
-      kafka,
+    const scan = await kafka.scan(
       ranges,
       async (r) => {
         summary.scanned++;
@@ -210,7 +206,7 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
 
 /** The topic re-published records go to; `--to-prefix` creates the prefix's topics when missing, `--to-topic` must exist. */
 async function republishTarget(
-  kafka: Kafka,
+  admin: OpsAdmin,
   registry: SchemaRegistryClient,
   config: Config,
   source: ResolvedTopic,
@@ -219,24 +215,17 @@ async function republishTarget(
 ): Promise<{ topic: string; samePartitions: boolean }> {
   const topic = mode.toTopic ?? `${mode.toPrefix}${BASE_TOPIC_NAMES[source.role]}`;
   if (topic === source.topic) throw new UsageError(`the target ${topic} is the source topic; re-publishing would read its own output`);
-  const admin = kafka.admin();
-  await admin.connect();
+  if (mode.toPrefix !== null && !(await admin.listTopics()).includes(topic)) {
+    await createTopics(admin, registry, { ...config, topics: { ...config.topics, prefix: mode.toPrefix, partitions: sourcePartitions } });
+  }
+  let n: number;
   try {
-    if (mode.toPrefix !== null && !(await admin.listTopics()).includes(topic)) {
-      await createTopics(admin, registry, { ...config, topics: { ...config.topics, prefix: mode.toPrefix, partitions: sourcePartitions } });
-    }
-    let n: number;
-    try {
-      n = await KafkajsAdmin.over(admin).partitionCount(topic);
-    } catch (e) {
-      if (e instanceof RolloutStreamError && e.code === 'unknown_topic') throw new UsageError(`--to-topic ${topic} does not exist; create it first (or use --to-prefix)`);
-      throw e;
-    }
-    return { topic, samePartitions: n === sourcePartitions };
+    n = await admin.partitionCount(topic);
+  } catch (e) {
+    if (e instanceof RolloutStreamError && e.code === 'unknown_topic') throw new UsageError(`--to-topic ${topic} does not exist; create it first (or use --to-prefix)`);
+    throw e;
   }
-  finally {
-    await admin.disconnect();
-  }
+  return { topic, samePartitions: n === sourcePartitions };
 }
 
 /**
@@ -245,24 +234,22 @@ async function republishTarget(
  * written to every partition stays on every partition.
  */
 class Republisher {
-  private readonly producer;
-  private buffer: Message[] = [];
+  private sink: IdempotentSink | null = null;
+  private buffer: OutgoingRecord[] = [];
   private buffered = 0;
 
   constructor(
-    kafka: Kafka,
+    private readonly kafka: OpsClient,
     private readonly topic: string,
     private readonly samePartitions: boolean,
-  ) {
-    this.producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  }
+  ) {}
 
-  connect() {
-    return this.producer.connect();
+  async connect(): Promise<void> {
+    this.sink = await this.kafka.idempotentSink();
   }
 
   async push(r: ScanRecord): Promise<void> {
-    this.buffer.push({ key: r.key, value: r.value, headers: r.headers, ...(this.samePartitions ? { partition: r.partition } : {}) });
+    this.buffer.push({ topic: this.topic, key: r.key, value: r.value, headers: r.headers, ...(this.samePartitions ? { partition: r.partition } : {}) });
     this.buffered += r.value?.length ?? 0;
     if (this.buffered >= 1024 * 1024 || this.buffer.length >= 500) await this.flush();
   }
@@ -272,11 +259,11 @@ class Republisher {
     const messages = this.buffer;
     this.buffer = [];
     this.buffered = 0;
-    await this.producer.send({ topic: this.topic, acks: -1, messages });
+    await this.sink!.send(messages);
   }
 
-  disconnect() {
-    return this.producer.disconnect();
+  async disconnect(): Promise<void> {
+    await this.sink?.close();
   }
 }
 

@@ -4,7 +4,6 @@
  * dead-letter topics, created if needed), then compare rewards and metrics
  * with what the production run wrote for the same groups.
  */
-import type { Kafka, Message } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import { postprocessGroup, type ResolvedPostprocessConfig } from '../processors/postprocess.js';
 import type { PromptGroup } from '../processors/types.js';
@@ -12,8 +11,7 @@ import { TopicCodec } from '../streams/codecs/codec.js';
 import { deadLetterRecord } from '../streams/api/dead-letters.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type ScanRecord } from '../streams/ops/topic-scan.js';
-import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
-import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
+import type { OpsClient, OutgoingRecord } from '../streams/kafka/types.js';
 import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../streams/topics/names.js';
 import { createMissingTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
@@ -48,16 +46,15 @@ export interface RerunReport {
 }
 
 /** Creates the sandbox's penalized, metrics and dead-letter topics if needed (their schemas are registered by the codecs that write them). */
-export async function ensureSandboxTopics(kafka: Kafka, config: Config, sandboxPrefix: string): Promise<TopicNames> {
+export async function ensureSandboxTopics(kafka: OpsClient, config: Config, sandboxPrefix: string): Promise<TopicNames> {
   const sandbox = { ...config, topics: { ...config.topics, prefix: sandboxPrefix } };
   const names = topicNames(sandboxPrefix);
   const wanted = new Set([names.penalized, names.metrics, names.deadLetter]);
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   try {
     await createMissingTopics(admin, topicSpecs(sandbox).filter((s) => wanted.has(s.topic)), config.topics);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   return names;
 }
@@ -73,7 +70,7 @@ export interface SourcedGroup {
  * the production penalized/metrics records under `sourcePrefix`.
  */
 export async function rerunPostprocess(o: {
-  kafka: Kafka;
+  kafka: OpsClient;
   registry: SchemaRegistryClient;
   config: Config;
   postprocess: ResolvedPostprocessConfig;
@@ -88,7 +85,7 @@ export async function rerunPostprocess(o: {
 
   const report: RerunReport = { sandboxPrefix: o.sandboxPrefix, groups: o.groups.length, penalized: 0, deadLetters: [], rewards: [], metrics: [] };
   const after = new Map<string, { rewards: Map<number, number>; metrics: Record<string, number> } | null>();
-  const out: Array<{ topic: string; messages: Message[] }> = [
+  const out: Array<{ topic: string; messages: OutgoingRecord[] }> = [
     { topic: sandbox.penalized, messages: [] },
     { topic: sandbox.metrics, messages: [] },
     { topic: sandbox.deadLetter, messages: [] },
@@ -103,26 +100,26 @@ export async function rerunPostprocess(o: {
         [{ topic: source.topic, partition: source.partition, offset: source.offset, key: source.key, value: source.value }],
         now,
       );
-      out[2]!.messages.push({ key: group.group_id, value: deadLetterCodec.encode(d) });
+      out[2]!.messages.push({ topic: sandbox.deadLetter, key: group.group_id, value: deadLetterCodec.encode(d) });
       report.deadLetters.push({ group_id: d.group_id, reason: d.reason, message: d.message });
       after.set(group.group_id, null);
       continue;
     }
     report.penalized++;
-    out[0]!.messages.push({ key: group.group_id, value: penalizedCodec.encode(result.penalized) });
+    out[0]!.messages.push({ topic: sandbox.penalized, key: group.group_id, value: penalizedCodec.encode(result.penalized) });
     out[1]!.messages.push({
+      topic: sandbox.metrics,
       key: group.batch_id,
       value: metricsCodec.encode({ scope: 'group', group_id: group.group_id, batch_id: group.batch_id, values: result.metrics, produced_at: now }),
     });
     after.set(group.group_id, { rewards: new Map(result.penalized.rows.map((r) => [r.row_index, r.total_reward])), metrics: result.metrics });
   }
-  const producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
+  const sink = await o.kafka.idempotentSink();
   try {
-    const topicMessages = out.filter((t) => t.messages.length > 0);
-    if (topicMessages.length > 0) await producer.sendBatch({ acks: -1, topicMessages });
+    const records = out.flatMap((t) => t.messages);
+    if (records.length > 0) await sink.send(records);
   } finally {
-    await producer.disconnect();
+    await sink.close();
   }
 
   const before = await readProduction(o.kafka, o.registry, o.sourcePrefix, new Set(after.keys()));
@@ -147,7 +144,7 @@ export async function rerunPostprocess(o: {
 }
 
 /** The production run's rewards (penalized) and group metrics for `groupIds`. */
-async function readProduction(kafka: Kafka, registry: SchemaRegistryClient, prefix: string, groupIds: Set<string>) {
+async function readProduction(kafka: OpsClient, registry: SchemaRegistryClient, prefix: string, groupIds: Set<string>) {
   const names = topicNames(prefix);
   const decoder = new RecordDecoder(registry);
   const found = new Map<string, { rewards: Map<number, number>; metrics: Record<string, number> }>();
@@ -156,18 +153,17 @@ async function readProduction(kafka: Kafka, registry: SchemaRegistryClient, pref
     if (!e) found.set(id, (e = { rewards: new Map(), metrics: {} }));
     return e;
   };
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   let ranges;
   try {
     ranges = [
-      ...(await partitionRanges(KafkajsAdmin.over(admin), names.penalized, { kind: 'beginning' })),
-      ...(await partitionRanges(KafkajsAdmin.over(admin), names.metrics, { kind: 'beginning' })),
+      ...(await partitionRanges(admin, names.penalized, { kind: 'beginning' })),
+      ...(await partitionRanges(admin, names.metrics, { kind: 'beginning' })),
     ];
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
-  await scanRanges(kafka, ranges, async (r) => {
+  await kafka.scan(ranges, async (r) => {
     const value = r.value;
     if (!value) return;
     try {

@@ -1,6 +1,6 @@
 /** `topics create|list`: the topics of SPEC §1 with their configs, idempotently. */
 import { loadConfig } from '../config/load.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { topicSpecs } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
@@ -36,8 +36,7 @@ Example: ./rollout-stream topics create --prefix sandbox.`,
       return 0;
     }
     if (sub !== 'create') throw new UsageError(`expected 'create' or 'list', got ${sub ?? 'nothing'}`);
-    const admin = createKafka(config.kafka, 'admin').admin();
-    await admin.connect();
+    const admin = await createOpsClient(config.kafka, 'admin').admin();
     try {
       const r = await createTopics(admin, createRegistry(config.kafka), config);
       for (const t of r.created) console.log(`created  ${t}`);
@@ -48,7 +47,7 @@ Example: ./rollout-stream topics create --prefix sandbox.`,
         console.log(`replicas ${rf}, min.insync.replicas ${isr} (${source === 'config' ? 'from topics.replication_factor / topics.min_insync_replicas' : `decided from the cluster's ${brokers} broker(s)`})`);
       }
     } finally {
-      await admin.disconnect();
+      await admin.close();
     }
     return 0;
   },

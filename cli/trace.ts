@@ -9,15 +9,13 @@
  * its coordinates, time and size, the stage latencies from the record
  * timestamps, the dead letters, the rewards and the packed tags.
  */
-import type { Kafka } from 'kafkajs';
 import type { Config } from '../config/schema.js';
 import type { PackedRowTags } from '../processors/types.js';
-import { createKafka } from '../streams/kafka/kafkajs/client.js';
+import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import type { OpsClient } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionForKey } from '../streams/topics/partitioner.js';
 import { partitionRanges, type PartitionRange, type ScanRecord } from '../streams/ops/topic-scan.js';
-import { scanRanges } from '../streams/kafka/kafkajs/scan.js';
-import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { BASE_TOPIC_NAMES, topicNames, type TopicRole } from '../streams/topics/names.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -116,9 +114,9 @@ function describe(d: DecodedRecord): string {
 }
 
 /** Collects the group's records from `ranges`, decoding each one whose key is `key` (and, for metrics, whose group is `groupId`). */
-async function collect(kafka: Kafka, decoder: RecordDecoder, ranges: Array<PartitionRange & { role: TopicRole }>, key: string, groupId: string, report: TraceReport) {
+async function collect(kafka: OpsClient, decoder: RecordDecoder, ranges: Array<PartitionRange & { role: TopicRole }>, key: string, groupId: string, report: TraceReport) {
   const roleOf = new Map(ranges.map((r) => [r.topic, r.role]));
-  await scanRanges(kafka, ranges, async (r: ScanRecord) => {
+  await kafka.scan(ranges, async (r: ScanRecord) => {
     if (r.key?.toString('utf8') !== key) return;
     const role = roleOf.get(r.topic)!;
     const size = r.value?.length ?? 0;
@@ -164,24 +162,23 @@ async function collect(kafka: Kafka, decoder: RecordDecoder, ranges: Array<Parti
 export async function runTrace(groupId: string, config: Config): Promise<TraceReport> {
   const prefix = config.topics.prefix;
   const names = topicNames(prefix);
-  const kafka = createKafka(config.kafka, 'trace');
+  const kafka = createOpsClient(config.kafka, 'trace');
   const decoder = new RecordDecoder(createRegistry(config.kafka));
-  const admin = kafka.admin();
-  await admin.connect();
+  const admin = await kafka.admin();
   const report: TraceReport = { groupId, batchId: null, prefix, records: [], latencies: stageLatencies([]), deadLetters: [], rewards: null, sampleIds: null, tags: null };
   /** The key's murmur2 partition of `role`'s topic (where our producers write it), plus `extra` partitions. */
   const rangesFor = async (role: TopicRole, key: string, extra: number[] = []) => {
     const topic = names[role];
-    const n = await KafkajsAdmin.over(admin).partitionCount(topic);
+    const n = await admin.partitionCount(topic);
     const parts = [...new Set([partitionForKey(key, n), ...extra.filter((p) => p < n)])];
-    return (await partitionRanges(KafkajsAdmin.over(admin), topic, { kind: 'beginning' }, parts)).map((r) => ({ ...r, role }));
+    return (await partitionRanges(admin, topic, { kind: 'beginning' }, parts)).map((r) => ({ ...r, role }));
   };
   try {
     // Rows: on the murmur2 partition when a publisher of ours (or the Java client's default) wrote
     // them; else a producer with another partitioner did, and every partition is read.
     await collect(kafka, decoder, await rangesFor('rowCompleted', groupId), groupId, groupId, report);
     if (!report.records.some((r) => r.role === 'rowCompleted')) {
-      const all = [...Array(await KafkajsAdmin.over(admin).partitionCount(names.rowCompleted)).keys()];
+      const all = [...Array(await admin.partitionCount(names.rowCompleted)).keys()];
       const rest = (await rangesFor('rowCompleted', groupId, all)).filter((r) => r.partition !== partitionForKey(groupId, all.length));
       await collect(kafka, decoder, rest, groupId, groupId, report);
     }
@@ -193,7 +190,7 @@ export async function runTrace(groupId: string, config: Config): Promise<TraceRe
     await collect(kafka, decoder, ranges, groupId, groupId, report);
     if (report.batchId !== null) await collect(kafka, decoder, await rangesFor('metrics', report.batchId), report.batchId, groupId, report);
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
   report.records.sort((a, b) => ORDER.indexOf(a.role) - ORDER.indexOf(b.role) || a.timestamp - b.timestamp || Number(BigInt(a.offset) - BigInt(b.offset)));
   report.latencies = stageLatencies(report.records);

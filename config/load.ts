@@ -58,6 +58,7 @@ export function envOverrides(env: Env): Array<[string[], unknown]> {
   if (env.KAFKA_BROKERS) out.push([['kafka', 'brokers'], env.KAFKA_BROKERS.split(',').map((s) => s.trim()).filter(Boolean)]);
   if (env.SCHEMA_REGISTRY_URL) out.push([['kafka', 'schema_registry_url'], env.SCHEMA_REGISTRY_URL]);
   if (env.TOPIC_PREFIX !== undefined) out.push([['topics', 'prefix'], env.TOPIC_PREFIX]);
+  if (env.KAFKA_CLIENT) out.push([['kafka', 'client'], env.KAFKA_CLIENT]);
   if (env.KAFKA_SASL_MECHANISM) {
     out.push([
       ['kafka', 'sasl'],

@@ -140,6 +140,13 @@ export const kafkaConfigSchema = z.strictObject({
   max_message_bytes: z.number().int().positive().default(67_108_864),
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
   /**
+   * The Kafka client library the stage runners use (streams/kafka/):
+   * `kafkajs` (patched; the default) or `platformatic` (@platformatic/kafka,
+   * an optional dependency; bench/README.md "Kafka clients"). Publishers,
+   * ops commands and the row reader use kafkajs either way.
+   */
+  client: z.enum(['kafkajs', 'platformatic']).default('kafkajs'),
+  /**
    * How long a stage's start-up waits for a schema registry that does not
    * answer before it fails (once running, a stage waits for the registry as
    * long as it takes, and only for schema ids it has not seen yet).

@@ -6,12 +6,17 @@
  * faults must reach the pipeline as they are. Sends are batched; the
  * producer is idempotent (acks=all), so a retry never duplicates a record.
  */
-import type { Kafka, Message, Producer } from 'kafkajs';
 import type { GymResultEvent, LoadgenEvent } from '../loadgen/index.js';
 import type { TopicCodec } from '../streams/codecs/codec.js';
-import { compressionType, type CompressionName } from '../streams/kafka/kafkajs/compression.js';
-import { sendEveryPartition } from '../streams/kafka/kafkajs/send-every-partition.js';
+import type { CompressionName, IdempotentSink, OpsClient } from '../streams/kafka/types.js';
 import { partitionForKey } from '../streams/topics/partitioner.js';
+
+/** One buffered record; its partition is chosen at flush unless given (BatchEnd copies). */
+interface Pending {
+  key: string | Buffer | null;
+  value: Buffer;
+  partition?: number;
+}
 
 export interface ProduceProgress {
   rows: number;
@@ -23,7 +28,8 @@ export interface ProduceProgress {
 }
 
 export interface RowProducerOptions {
-  kafka: Kafka;
+  /** The client (`createOpsClient`). */
+  kafka: OpsClient;
   topic: string;
   codec: TopicCodec<'rowCompleted'>;
   /** Producer compression (default none; see bench/README.md "compression"). */
@@ -38,23 +44,26 @@ export interface RowProducerOptions {
 }
 
 export class RowProducer {
-  private producer: Producer;
-  private buffer: Message[] = [];
+  private readonly kafka: OpsClient;
+  private sink: IdempotentSink | null = null;
+  private buffer: Pending[] = [];
   private buffered = 0;
   private partitions = 0;
   readonly progress: ProduceProgress = { rows: 0, results: 0, garbage: 0, batchEnds: 0, bytes: 0 };
 
   constructor(private readonly o: RowProducerOptions) {
-    this.producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    this.kafka = o.kafka;
   }
 
+  /** Reads the topic's partition count (`unknown_topic` when it does not exist) and connects the producer. */
   async connect(): Promise<void> {
-    await this.producer.connect();
-    const admin = this.o.kafka.admin();
-    await admin.connect();
-    const meta = await admin.fetchTopicMetadata({ topics: [this.o.topic] });
-    await admin.disconnect();
-    this.partitions = meta.topics[0]!.partitions.length;
+    const admin = await this.kafka.admin();
+    try {
+      this.partitions = await admin.partitionCount(this.o.topic);
+    } finally {
+      await admin.close();
+    }
+    this.sink = await this.kafka.idempotentSink({ compression: this.o.compression ?? 'none' });
   }
 
   async send(events: Iterable<LoadgenEvent | GymResultEvent>): Promise<ProduceProgress> {
@@ -97,9 +106,9 @@ export class RowProducer {
     return this.progress;
   }
 
-  private push(m: Message): void {
+  private push(m: Pending): void {
     this.buffer.push(m);
-    const size = (m.value as Buffer).length;
+    const size = m.value.length;
     this.buffered += size;
     this.progress.bytes += size;
   }
@@ -109,19 +118,21 @@ export class RowProducer {
     const messages = this.buffer;
     this.buffer = [];
     this.buffered = 0;
-    // Partitions placed here (murmur2 of the key, as kafkajs would), so the
-    // answer can be checked for each: a leader change can make kafkajs skip
-    // one (streams/kafka/kafkajs/send-every-partition.ts).
+    // Partitions placed here (murmur2 of the key, as the Java client and
+    // kafkajs would; a keyless record by its place in the send).
     const placed = messages.map((m, i) => ({
-      ...m,
+      topic: this.o.topic,
+      key: m.key,
+      value: m.value,
       partition: m.partition ?? (m.key == null ? i % this.partitions : partitionForKey(typeof m.key === 'string' ? m.key : new Uint8Array(m.key), this.partitions)),
     }));
-    await sendEveryPartition(this.producer, this.o.topic, placed, compressionType(this.o.compression ?? 'none'));
+    if (this.sink === null) throw new Error('RowProducer.connect() must be called before sending');
+    await this.sink.send(placed);
     this.o.onProgress?.(this.progress);
   }
 
   async disconnect(): Promise<void> {
     await this.flush();
-    await this.producer.disconnect();
+    await this.sink?.close();
   }
 }

@@ -261,3 +261,96 @@ export interface OffsetReader {
   read(topic: string, partition: number, offsets: Offset[]): Promise<Map<Offset, FetchedRecord>>;
   close(): Promise<void>;
 }
+
+/*
+ * What the edge needs beyond the runtime's KafkaClient: the ops commands
+ * (replay, trace, dlq, demo, topics), the publisher, the load generator's
+ * row producer and the benchmarks (issue 13). A separate interface, so an
+ * adapter that only runs stages (streams/kafka/platformatic/) owes none of it.
+ */
+
+/** A topic to create. */
+export interface NewTopic {
+  topic: string;
+  numPartitions: number;
+  /** Absent: the broker's default. */
+  replicationFactor?: number;
+  configEntries?: Array<{ name: string; value: string }>;
+}
+
+/** Topic administration for `topics create` and the ops commands: an admin client, connected; the caller closes it. */
+export interface OpsAdmin extends KafkaAdmin {
+  /** The live brokers. */
+  brokers(): Promise<Array<{ host: string; port: number }>>;
+  /**
+   * Which of `topics` exist, asking for each one's metadata: a request for
+   * every topic (listTopics) fails while any partition anywhere in the
+   * cluster has no leader, and topics must still be creatable then.
+   */
+  existingTopics(topics: readonly string[]): Promise<Set<string>>;
+  /** Creates `topics` (none of them may exist yet), without waiting for their leaders. */
+  createTopics(topics: NewTopic[]): Promise<void>;
+  /**
+   * Waits until every partition of `topics` has a leader, also while the
+   * broker asked does not know a just-created topic yet. Throws
+   * `partition_unavailable` after `timeoutMs` (default 60 s).
+   */
+  waitForLeaders(topics: readonly string[], timeoutMs?: number): Promise<void>;
+  deleteTopics(topics: string[]): Promise<void>;
+}
+
+export interface IdempotentSinkOptions {
+  /** Producer compression of every record (default none). */
+  compression?: CompressionName;
+}
+
+export interface TailOptions {
+  /** Longest a fetch waits for new records (default 100 ms). */
+  maxWaitMs?: number;
+  /** Largest fetch, per request (the client's default when absent). */
+  maxBytes?: number;
+  /** Largest fetch per partition (the client's default when absent). */
+  maxBytesPerPartition?: number;
+}
+
+/** A running tail (OpsClient.tail). */
+export interface TopicTail {
+  /** Rejects if the reader failed for good (it does not resolve). */
+  readonly failed: Promise<never>;
+  /** Stops fetching until `resume` (so an idle tail leaves the CPU to others). */
+  pause(): void;
+  resume(): void;
+  /** Stops reading and removes what the tail left on the cluster (its throw-away group). */
+  stop(): Promise<void>;
+}
+
+/**
+ * The Kafka client of the edge: commands, publishers, tools, benchmarks.
+ * Every method throws RolloutStreamErrors with codes of errors/codes.ts for
+ * Kafka failures, never a client library's class.
+ */
+export interface OpsClient {
+  /** An admin client, connected; the caller closes it. */
+  admin(): Promise<OpsAdmin>;
+  /** Reads `ranges` (read_committed, offset order per partition) with no consumer group offsets committed. */
+  scan(ranges: PartitionRange[], onRecord: ScanCallback, options?: ScanOptions): Promise<ScanResult>;
+  /**
+   * An idempotent producer, connected: acks=all, one request in flight (a
+   * partition's records keep their order through retries), no topic
+   * auto-creation. A record without a partition is placed by murmur2 of its
+   * key (round robin without a key). Every partition a send wrote to is
+   * checked in the broker's answer, and the records of one the client left
+   * out are sent again (`partition_unavailable` when one stays missing);
+   * a partition answered twice was written twice, and its positions are
+   * those of the first answer. The caller closes it.
+   */
+  idempotentSink(o?: IdempotentSinkOptions): Promise<IdempotentSink>;
+  /**
+   * Follows `topics` from the beginning as records arrive (read_committed, no
+   * offsets committed); resolves once `onRecord` will see every record from
+   * offset 0. It has no end: the caller stops it.
+   */
+  tail(topics: string[], onRecord: (r: ScanRecord) => void | Promise<void>, o?: TailOptions): Promise<TopicTail>;
+  /** Closes whatever the client itself holds (what it handed out is closed by its users). */
+  close(): Promise<void>;
+}

@@ -1,13 +1,11 @@
 /**
- * The one place the publisher touches the Kafka client (STYLE.md: hide the
- * client library behind our own small interfaces). A transport sends
- * records to partitions the caller chose and reports how many partitions
- * the topic has; the publisher decides everything else.
+ * The one place the publisher touches Kafka (STYLE.md: hide the client
+ * library behind our own small interfaces). A transport sends records to
+ * partitions the caller chose and reports how many partitions the topic
+ * has; the publisher decides everything else.
  */
-import type { Kafka, Producer } from 'kafkajs';
 import { RolloutStreamError } from '../../errors/index.js';
-import { compressionType, type CompressionName } from '../kafka/kafkajs/compression.js';
-import { sendEveryPartition } from '../kafka/kafkajs/send-every-partition.js';
+import type { CompressionName, OpsClient } from '../kafka/types.js';
 
 /** One record with its partition already chosen (the publisher picks it, never the client). */
 export interface OutgoingRecord {
@@ -25,36 +23,37 @@ export interface PublisherTransport {
 }
 
 /**
- * A kafkajs producer for `topic`: idempotent (so a retried request never
- * writes a record twice), acks=all, one request in flight (so records of a
- * partition keep their order across retries), no topic auto-creation.
- * Throws `RolloutStreamError` (`topic_missing`) when the topic does not exist.
+ * A transport over `kafka`'s idempotent sink for `topic`: idempotent (so a
+ * retried request never writes a record twice), acks=all, one request in
+ * flight (so records of a partition keep their order across retries), no
+ * topic auto-creation, every partition checked in the broker's answer (a
+ * leader change can make the client skip one: OpsClient.idempotentSink).
+ * Closing the transport closes `kafka`. Throws `RolloutStreamError`
+ * (`topic_missing`) when the topic does not exist.
  */
-export async function connectKafkaTransport(kafka: Kafka, topic: string, compression: CompressionName = 'none'): Promise<PublisherTransport> {
-  const admin = kafka.admin();
-  await admin.connect();
+export async function connectKafkaTransport(kafka: OpsClient, topic: string, compression: CompressionName = 'none'): Promise<PublisherTransport> {
+  const admin = await kafka.admin();
   let partitions: number;
   try {
     // This topic's metadata only: a request for every topic (listTopics)
     // fails while any partition anywhere in the cluster has no leader.
-    const meta = await admin.fetchTopicMetadata({ topics: [topic] }).catch((e: { type?: string }) => {
-      if (e.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw e;
+    partitions = await admin.partitionCount(topic).catch((e: unknown) => {
+      if (!(e instanceof RolloutStreamError) || e.code !== 'unknown_topic') throw e;
       throw new RolloutStreamError('topic_missing', `topic ${topic} does not exist; create it with ./rollout-stream topics create (with the same --prefix)`);
     });
-    partitions = meta.topics[0]!.partitions.length;
   } finally {
-    await admin.disconnect();
+    await admin.close();
   }
-  const producer: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
-  const codec = compressionType(compression);
+  const sink = await kafka.idempotentSink({ compression });
   return {
     partitions,
     async send(records) {
       if (records.length === 0) return;
-      // Every partition checked in kafkajs's answer: a leader change can make it skip one (send-every-partition.ts).
-      await sendEveryPartition(producer, topic, records.map((r) => ({ key: r.key, value: r.value, partition: r.partition })), codec);
+      await sink.send(records.map((r) => ({ topic, key: r.key, value: r.value, partition: r.partition })));
     },
-    close: () => producer.disconnect(),
+    async close() {
+      await sink.close();
+      await kafka.close();
+    },
   };
 }

@@ -31,7 +31,7 @@ import type { Config } from '../../config/schema.js';
 import { RolloutStreamError } from '../../errors/index.js';
 import type { GymResult, RolloutRow } from '../../processors/types.js';
 import { TopicCodec } from '../codecs/codec.js';
-import { createKafka } from '../kafka/kafkajs/client.js';
+import { createOpsClient } from '../kafka/kafkajs/ops-client.js';
 import { createRegistry } from '../codecs/schema-registry.js';
 import { partitionForKey } from '../topics/partitioner.js';
 import { checkBatchEnd, checkGymResult, checkRow, encodeProblem, PublishValidationError } from './publish-validation.js';
@@ -251,7 +251,7 @@ export interface CreatePublisherOptions {
  */
 export async function createPublisher(config: Config, options: CreatePublisherOptions = {}): Promise<RolloutPublisher> {
   const topic = topicNames(config.topics.prefix).rowCompleted;
-  const kafka = createKafka(config.kafka, options.clientSuffix ?? 'publisher');
+  const kafka = createOpsClient(config.kafka, options.clientSuffix ?? 'publisher');
   // The topic first: a wrong prefix must not leave a schema subject behind.
   const transport = await connectKafkaTransport(kafka, topic, config.kafka.compression);
   let codec: TopicCodec<'rowCompleted'>;

@@ -11,12 +11,12 @@ import { ConfigError, RolloutStreamError } from '../../errors/index.js';
 import { resolveIngestConfig } from '../../processors/ingest-config.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
-import { createKafkaClient } from '../kafka/kafkajs/adapter.js';
-import type { KafkaClient } from '../kafka/types.js';
+import { createClient } from '../kafka/clients.js';
+import type { KafkaClient, OffsetReader } from '../kafka/types.js';
 import { holdGuards, isModeConflict, protocolsOf, type Guards } from './mode-guard.js';
 import { createRowReader } from '../kafka/kafkajs/offset-reader.js';
 import { RowResolver } from '../codecs/row-resolver.js';
-import { createRegistry } from '../codecs/schema-registry.js';
+import { createRegistry, type SchemaRegistryClient } from '../codecs/schema-registry.js';
 import { RuntimeMetrics, serveMetrics } from './metrics.js';
 import { withFaults, type Fault } from './faults.js';
 import { healthReport } from './health.js';
@@ -37,6 +37,17 @@ export interface PipelineOptions {
   fused?: boolean | 'auto';
   /** Test-only fault-injection points (faults.ts; `run --fault`). */
   faults?: Fault[];
+  /** Test-only: what stands in for Kafka and the registry (the topology test driver, streams/testing/); absent: the real ones of config.kafka. */
+  io?: PipelineIo;
+}
+
+/** Where a pipeline's Kafka clients, row reader and schema registry come from (PipelineOptions.io). */
+export interface PipelineIo {
+  /** The client of the mode checks and guards (`pipeline`) and of each runner (its client name). */
+  client(name: string): KafkaClient;
+  /** The row reader of postprocess and pack (reference records). */
+  rowReader(): OffsetReader;
+  registry: SchemaRegistryClient;
 }
 
 export interface RunningPipeline {
@@ -148,7 +159,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const topics = topicNames(config.topics.prefix);
   // Start-up waits a bounded time for the registry; afterwards a schema id
   // not seen yet waits for it (logged), and known ids need it not at all.
-  const registry = createRegistry(config.kafka, {
+  const registry = o.io?.registry ?? createRegistry(config.kafka, {
     registerWaitMs: config.kafka.registry_startup_wait_ms,
     waitOnLookup: true,
     log: (m) => o.log.warn(m),
@@ -163,7 +174,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
   // One client library for the mode checks, the guards and the drain; each runner gets its own client id.
-  const client = createKafkaClient(config.kafka, 'pipeline');
+  const client = o.io?.client('pipeline') ?? (await createClient(config.kafka, 'pipeline'));
   const mode = fused ? await checkFused(client, config) : { undrained: null };
   let reportFatal!: (e: RolloutStreamError) => void;
   const failed = new Promise<RolloutStreamError>((resolve) => (reportFatal = resolve));
@@ -174,7 +185,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const references = config.runtime.intermediate_records === 'reference';
   // Postprocess and pack read the rows of reference records back from
   // row-completed (in either mode: records of an earlier run may be references).
-  const rowReader = o.stages.some((s) => s !== 'accumulate') ? createRowReader(config.kafka) : null;
+  const rowReader = o.stages.some((s) => s !== 'accumulate') ? (o.io?.rowReader() ?? createRowReader(config.kafka)) : null;
   const rows = rowReader ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest }) : undefined;
   const byName = new Map<StageName, Stage>();
   const stages = await buildStages(o.stages, { topics, config, configDir: o.configDir, ingest, codec, ...(rows ? { rows } : {}), references });
@@ -190,9 +201,12 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const groupOf = (s: Stage) => consumerGroupId(config.topics.prefix, s.name);
   // Batch metrics serve either mode (no protocol of a mode); the others announce theirs (mode-guard.ts).
   const protocolsFor = (stage: Stage) => (stage.name === 'batch-metrics' ? undefined : protocolsOf(fused ? 'fused' : 'separate'));
+  // One client per runner: its group source and its sinks belong together (a KIP-447 client commits offsets through its own member).
+  const clients = new Map<string, KafkaClient>();
+  for (const name of [...plan.map((p) => p.client), 'postprocess', 'pack']) if (!clients.has(name)) clients.set(name, o.io?.client(name) ?? (await createClient(config.kafka, name)));
   const makeRunner = (stage: Stage, clientName: string, downstream?: Stage[]) =>
     new StageRunner({
-      client: createKafkaClient(config.kafka, clientName),
+      client: clients.get(clientName)!,
       stage,
       groupId: groupOf(stage),
       deadLetterTopic: topics.deadLetter,
@@ -218,8 +232,10 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const started: StageRunner[] = [];
   try {
     if (fused) {
+      // The fused runner's own client: its transactions commit the postprocess and pack offsets, which a
+      // KIP-447 client does with the generation of its member in those groups (the guard).
       guards = await holdGuards(
-        client,
+        clients.get('fused')!,
         (['postprocess', 'pack'] as const).map((s) => ({ groupId: consumerGroupId(config.topics.prefix, s), topic: byName.get(s)!.inputTopic })),
         config.runtime.session_timeout_ms,
         (e) => {

@@ -1,10 +1,11 @@
 /** Idempotent creation of the topics of `names.ts` and registration of their value schemas under `<topic>-value`. */
-import type { Admin } from 'kafkajs';
 import type { Config, TopicsConfig } from '../../config/schema.js';
 import { ConfigError } from '../../errors/index.js';
 import { avroSchema } from '../../schemas/index.js';
 import type { SchemaRegistryClient } from '../codecs/schema-registry.js';
+import type { OpsAdmin } from '../kafka/types.js';
 import { subjectOf, topicSpecs, type TopicSpec } from './names.js';
+
 
 export interface CreateTopicsResult {
   created: string[];
@@ -29,8 +30,8 @@ export interface Replication {
  * from the live brokers (one broker: 1 and 1; three or more: 3 and 2). Throws
  * a ConfigError naming the key when the cluster cannot satisfy the request.
  */
-export async function resolveReplication(admin: Admin, topics: TopicsConfig): Promise<Replication> {
-  const { brokers } = await admin.describeCluster();
+export async function resolveReplication(admin: Pick<OpsAdmin, 'brokers'>, topics: TopicsConfig): Promise<Replication> {
+  const brokers = await admin.brokers();
   const n = brokers.length;
   const rf = topics.replication_factor ?? Math.min(3, n);
   if (rf > n) {
@@ -56,70 +57,27 @@ export async function resolveReplication(admin: Admin, topics: TopicsConfig): Pr
 }
 
 /** Creates those of `specs` that do not exist yet, replicated as `resolveReplication` decides; returns the names created. */
-export async function createMissingTopics(admin: Admin, specs: readonly TopicSpec[], topics: TopicsConfig): Promise<{ created: string[]; replication: Replication }> {
-  const replication = await resolveReplication(admin, topics);
-  const existing = await existingTopics(admin, specs.map((s) => s.topic));
+export async function createMissingTopics(admin: OpsAdmin, specs: readonly TopicSpec[], topics: TopicsConfig): Promise<{ created: string[]; replication: Replication }> {
+  const ops = admin;
+  const replication = await resolveReplication(ops, topics);
+  const existing = await ops.existingTopics(specs.map((s) => s.topic));
   const missing = specs.filter((s) => !existing.has(s.topic));
   if (missing.length > 0) {
-    await admin.createTopics({
-      waitForLeaders: false,
-      topics: missing.map((s) => ({
+    await ops.createTopics(
+      missing.map((s) => ({
         topic: s.topic,
         numPartitions: s.numPartitions,
         replicationFactor: replication.replicationFactor,
         configEntries: [...s.configEntries, { name: 'min.insync.replicas', value: String(replication.minInsyncReplicas) }],
       })),
-    });
+    );
   }
-  await waitForLeaders(admin, missing.map((s) => s.topic));
+  await ops.waitForLeaders(missing.map((s) => s.topic));
   return { created: missing.map((s) => s.topic), replication };
 }
 
-/**
- * Waits until every partition of `topics` has a leader. kafkajs's own wait
- * gives up when the broker it asks has not caught up with the new topics yet
- * ("does not host this topic-partition", as a just-restarted broker of a
- * cluster answers for a moment); that, and no leader yet, are waited out here.
- */
-async function waitForLeaders(admin: Admin, topics: string[], timeoutMs = 60_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (const topic of topics) {
-    for (;;) {
-      try {
-        const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-        if (meta.topics[0]!.partitions.every((p) => p.leader >= 0)) break;
-      } catch (e) {
-        const type = (e as { type?: string }).type;
-        if (type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE') throw e;
-        if (Date.now() > until) throw e;
-      }
-      if (Date.now() > until) throw new Error(`topic ${topic} has partitions without a leader ${timeoutMs / 1000} s after it was created`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
-
-/**
- * Which of `topics` exist, asking for each one's metadata. Not listTopics:
- * kafkajs's metadata request for every topic fails while any partition
- * anywhere in the cluster has no leader (another team's replication-1 topic
- * on a lost broker), and topics must still be creatable then.
- */
-export async function existingTopics(admin: Admin, topics: readonly string[]): Promise<Set<string>> {
-  const out = new Set<string>();
-  for (const topic of topics) {
-    try {
-      await admin.fetchTopicMetadata({ topics: [topic] });
-      out.add(topic);
-    } catch (e) {
-      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw e;
-    }
-  }
-  return out;
-}
-
 /** Creates missing topics and registers every value schema; running it again changes nothing. */
-export async function createTopics(admin: Admin, registry: SchemaRegistryClient, config: Config): Promise<CreateTopicsResult> {
+export async function createTopics(admin: OpsAdmin, registry: SchemaRegistryClient, config: Config): Promise<CreateTopicsResult> {
   const specs = topicSpecs(config);
   const { created, replication } = await createMissingTopics(admin, specs, config.topics);
   const schemaIds: Record<string, number> = {};

@@ -65,7 +65,7 @@ describe.each([
     const expected = collectExpectations(events);
     const names = topicNames(env.prefix);
     const rowCodec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), env.registry).init();
-    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec: rowCodec, compression: 'lz4' });
+    const producer = new RowProducer({ kafka: env.ops, topic: names.rowCompleted, codec: rowCodec, compression: 'lz4' });
     await producer.connect();
     await producer.send(events);
     await producer.disconnect();

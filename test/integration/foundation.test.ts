@@ -57,7 +57,7 @@ describe('topics and codecs on the real broker and registry', () => {
     const names = topicNames(env.prefix);
     const listed = new Set(await env.admin.listTopics());
     for (const t of Object.values(names)) expect(listed.has(t)).toBe(true);
-    const again = await createTopics(env.admin, env.registry, env.config);
+    const again = await createTopics(env.opsAdmin, env.registry, env.config);
     expect(again.created).toEqual([]);
     const described = await env.admin.describeConfigs({
       includeSynonyms: false,

@@ -6,6 +6,9 @@ import type { Config } from '../../config/schema.js';
 import type { LoadgenEvent } from '../../loadgen/index.js';
 import { TopicCodec } from '../../streams/codecs/codec.js';
 import { createKafka } from '../../streams/kafka/kafkajs/client.js';
+import { KafkajsAdmin } from '../../streams/kafka/kafkajs/admin.js';
+import { KafkajsOpsClient } from '../../streams/kafka/kafkajs/ops-client.js';
+import type { OpsAdmin, OpsClient } from '../../streams/kafka/types.js';
 import { compressionType, type CompressionName } from '../../streams/kafka/kafkajs/compression.js';
 import { createRegistry } from '../../streams/codecs/schema-registry.js';
 import { RowProducer } from '../../tools/row-producer.js';
@@ -19,6 +22,9 @@ export interface TestEnv {
   prefix: string;
   kafka: Kafka;
   admin: Admin;
+  /** The ops seam over `kafka` and `admin` (row producer, topic creation). */
+  ops: OpsClient;
+  opsAdmin: OpsAdmin;
   registry: SchemaRegistryClient;
   close(): Promise<void>;
 }
@@ -31,15 +37,16 @@ export async function testEnv(name: string, overrides: Array<[string[], unknown]
   const admin = kafka.admin();
   await admin.connect();
   const registry = createRegistry(config.kafka);
-  await createTopics(admin, registry, config);
-  return { config, prefix, kafka, admin, registry, close: () => admin.disconnect() };
+  const opsAdmin = KafkajsAdmin.over(admin);
+  await createTopics(opsAdmin, registry, config);
+  return { config, prefix, kafka, admin, ops: new KafkajsOpsClient(kafka), opsAdmin, registry, close: () => admin.disconnect() };
 }
 
 /** A connected producer of the prefix's row topic (Avro rows through the registry). */
 export async function connectRowProducer(e: TestEnv, flushBytes = 64 * 1024): Promise<RowProducer> {
   const names = topicNames(e.prefix);
   const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
-  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec, flushBytes });
+  const producer = new RowProducer({ kafka: e.ops, topic: names.rowCompleted, codec, flushBytes });
   await producer.connect();
   return producer;
 }

@@ -45,7 +45,7 @@ describe('record size limits and health endpoints', () => {
     }
     expect(Math.max(...sizes)).toBeLessThan(16 * 1024);
     // A produce request's record batch must fit the topic limit too: flush small.
-    const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec, flushBytes: 16 * 1024 });
+    const producer = new RowProducer({ kafka: env.ops, topic: names.rowCompleted, codec, flushBytes: 16 * 1024 });
     await producer.connect();
     await producer.send(all);
     await producer.disconnect();

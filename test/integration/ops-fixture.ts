@@ -40,7 +40,7 @@ export async function opsEnv(name: string, withPipeline = true): Promise<OpsEnv>
     names,
     pipeline,
     async produce(events) {
-      const producer = new RowProducer({ kafka: env.kafka, topic: names.rowCompleted, codec: rowCodec });
+      const producer = new RowProducer({ kafka: env.ops, topic: names.rowCompleted, codec: rowCodec });
       await producer.connect();
       await producer.send(events);
       await producer.disconnect();

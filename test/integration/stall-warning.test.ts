@@ -51,7 +51,7 @@ describe('stalled stages', () => {
     ]);
 
     const spec = topicSpecs(env.config).find((s) => s.topic === names.packed)!;
-    await createMissingTopics(env.admin, [spec], env.config.topics);
+    await createMissingTopics(env.opsAdmin, [spec], env.config.topics);
     await assertExactlyOnce(env.kafka, env.registry, env.prefix, want, 120_000);
     // Caught up and idle (inputs ending in commit markers): no more warnings, from any runner.
     const stalls = () => proc!.log.filter((l) => /nothing committed for/.test(l)).length;

@@ -25,7 +25,7 @@ afterEach(async () => {
 async function produce(e: TestEnv, events: Array<LoadgenEvent | GymLoadgenEvent>): Promise<void> {
   const names = topicNames(e.prefix);
   const codec = await new TopicCodec('rowCompleted', subjectOf(names.rowCompleted), e.registry).init();
-  const producer = new RowProducer({ kafka: e.kafka, topic: names.rowCompleted, codec });
+  const producer = new RowProducer({ kafka: e.ops, topic: names.rowCompleted, codec });
   await producer.connect();
   await producer.send(events);
   await producer.disconnect();

@@ -35,32 +35,21 @@ const importing = (pred: (target: string) => boolean, from: (file: string) => bo
   EDGES.filter((e) => from(e.file) && e.imports.some(pred)).map((e) => e.file).sort();
 const under = (dir: string) => (path: string) => path.startsWith(`${dir}/`);
 
-/**
- * kafkajs users outside the adapter that the redesign has not moved behind
- * `streams/kafka/` yet. The list may only shrink.
- */
-const KAFKAJS_NOT_YET_BEHIND_THE_ADAPTER = [
-  'bench/compression.ts',
-  'bench/ingest-publish.ts',
-  'cli/dlq.ts',
-  'cli/replay.ts',
-  'cli/rerun-postprocess.ts',
-  'cli/trace.ts',
-  'streams/ops/topic-tail.ts',
-  'streams/publish/publisher-transport.ts',
-  'streams/topics/create.ts',
-  'tools/row-producer.ts',
-];
-
 describe('layers', () => {
   test('the scan sees the tree (a rule over no files proves nothing)', () => {
     expect(FILES.length).toBeGreaterThan(100);
     expect(EDGES.find((e) => e.file === 'streams/kafka/kafkajs/sink.ts')?.imports).toContain('kafkajs');
+    expect(EDGES.filter((e) => under('streams/kafka/platformatic')(e.file)).flatMap((e) => e.imports)).toContain('@platformatic/kafka');
   });
 
-  test('kafkajs is imported only by the adapter (and the listed files not moved behind it yet)', () => {
+  test('only streams/kafka/kafkajs/ imports kafkajs', () => {
     const users = importing((t) => t === 'kafkajs' || t.startsWith('kafkajs/'), (f) => !under('streams/kafka/kafkajs')(f));
-    expect(users).toEqual(KAFKAJS_NOT_YET_BEHIND_THE_ADAPTER);
+    expect(users).toEqual([]);
+  });
+
+  test('only streams/kafka/platformatic/ imports @platformatic/kafka', () => {
+    const users = importing((t) => t === '@platformatic/kafka' || t.startsWith('@platformatic/kafka/'), (f) => !under('streams/kafka/platformatic')(f));
+    expect(users).toEqual([]);
   });
 
   test('processors/ is pure: no streams, cli, bench, schemas, Kafka client, registry or Avro', () => {

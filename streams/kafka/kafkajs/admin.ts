@@ -1,7 +1,7 @@
-/** KafkaAdmin over the kafkajs admin client: the cluster questions the runtime and the commands ask. */
+/** KafkaAdmin (and OpsAdmin) over the kafkajs admin client: the cluster questions the runtime and the commands ask. */
 import type { Admin, Kafka } from 'kafkajs';
 import { RolloutStreamError } from '../../../errors/index.js';
-import type { KafkaAdmin, Offset, PartitionOffsets } from '../types.js';
+import type { NewTopic, Offset, OpsAdmin, PartitionOffsets } from '../types.js';
 import { kafkaErrorCode } from './errors.js';
 
 async function coded<T>(doing: string, fn: () => Promise<T>): Promise<T> {
@@ -15,7 +15,10 @@ async function coded<T>(doing: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-export class KafkajsAdmin implements KafkaAdmin {
+/** The protocol error's name kafkajs gives a broker's answer (`UNKNOWN_TOPIC_OR_PARTITION`), if any. */
+const errorType = (e: unknown): string | undefined => (e as { type?: string } | null)?.type;
+
+export class KafkajsAdmin implements OpsAdmin {
   private constructor(
     readonly admin: Admin,
     /** False: the caller connects and disconnects the client (`close` leaves it alone). */
@@ -23,7 +26,7 @@ export class KafkajsAdmin implements KafkaAdmin {
   ) {}
 
   /** Over an admin client the caller owns. */
-  static over(admin: Admin): KafkaAdmin {
+  static over(admin: Admin): KafkajsAdmin {
     return new KafkajsAdmin(admin, false);
   }
 
@@ -76,6 +79,75 @@ export class KafkajsAdmin implements KafkaAdmin {
     const { groups } = await coded(`describing group ${groupId}`, () => this.admin.describeGroups([groupId]));
     const g = groups[0];
     return { state: g?.state ?? 'Dead', protocol: g?.protocol ?? '', members: g?.members.length ?? 0 };
+  }
+
+  async brokers(): Promise<Array<{ host: string; port: number }>> {
+    const cluster = await coded('describing the cluster', () => this.admin.describeCluster());
+    return cluster.brokers.map((b) => ({ host: b.host, port: b.port }));
+  }
+
+  async existingTopics(topics: readonly string[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    for (const topic of topics) {
+      try {
+        await this.admin.fetchTopicMetadata({ topics: [topic] });
+        out.add(topic);
+      } catch (e) {
+        if (errorType(e) !== 'UNKNOWN_TOPIC_OR_PARTITION') await coded(`reading the metadata of ${topic}`, () => Promise.reject(e));
+      }
+    }
+    return out;
+  }
+
+  async createTopics(topics: NewTopic[]): Promise<void> {
+    await coded(`creating ${topics.map((t) => t.topic).join(', ')}`, () =>
+      this.admin.createTopics({
+        waitForLeaders: false,
+        topics: topics.map((t) => ({
+          topic: t.topic,
+          numPartitions: t.numPartitions,
+          ...(t.replicationFactor !== undefined ? { replicationFactor: t.replicationFactor } : {}),
+          ...(t.configEntries ? { configEntries: t.configEntries } : {}),
+        })),
+      }),
+    );
+  }
+
+  /**
+   * Polls each topic's metadata. kafkajs's own wait (`createTopics` with
+   * `waitForLeaders`) gives up when the broker it asks has not caught up with
+   * the new topics yet ("does not host this topic-partition", as a
+   * just-restarted broker of a cluster answers for a moment); that, and no
+   * leader yet, are waited out here.
+   */
+  async waitForLeaders(topics: readonly string[], timeoutMs = 60_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    for (const topic of topics) {
+      for (;;) {
+        try {
+          const meta = await this.admin.fetchTopicMetadata({ topics: [topic] });
+          if (meta.topics[0]!.partitions.every((p) => p.leader >= 0)) break;
+        } catch (e) {
+          const type = errorType(e);
+          if ((type !== 'UNKNOWN_TOPIC_OR_PARTITION' && type !== 'LEADER_NOT_AVAILABLE') || Date.now() > until) {
+            await coded(`waiting for the leaders of ${topic}`, () => Promise.reject(e));
+          }
+        }
+        if (Date.now() > until) {
+          throw new RolloutStreamError('partition_unavailable', `topic ${topic} has partitions without a leader ${timeoutMs / 1000} s after it was created`, { retriable: true });
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  async deleteTopics(topics: string[]): Promise<void> {
+    await coded(`deleting ${topics.join(', ')}`, () => this.admin.deleteTopics({ topics }));
+  }
+
+  /** Deletes consumer groups (they must be empty). */
+  async deleteGroups(groupIds: string[]): Promise<void> {
+    await coded(`deleting groups ${groupIds.join(', ')}`, () => this.admin.deleteGroups(groupIds));
   }
 
   async close(): Promise<void> {

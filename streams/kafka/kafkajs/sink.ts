@@ -9,9 +9,11 @@ import type { Kafka, Message, Producer, Transaction } from 'kafkajs';
 import { RolloutStreamError } from '../../../errors/index.js';
 import { partitionForKey } from '../../topics/partitioner.js';
 import { TransactionStateMachine, type TxState } from '../transaction-state.js';
-import type { IdempotentSink, OutgoingRecord, PartitionOffset, RecordPosition, TransactionalSink } from '../types.js';
+import type { IdempotentSink, IdempotentSinkOptions, OutgoingRecord, PartitionOffset, RecordPosition, TransactionalSink } from '../types.js';
+import { KafkajsAdmin } from './admin.js';
 import { compressionType, type CompressionName } from './compression.js';
 import { kafkaErrorCode } from './errors.js';
+import { sendEveryPartition, type PlacedMessage } from './send-every-partition.js';
 
 export interface SinkOptions {
   /** Partition count of a topic (cached by the caller; topics do not change under a running stage). */
@@ -50,6 +52,13 @@ async function partitionsOf(o: SinkOptions, topic: string): Promise<number> {
 /** Records without a key and without a partition are spread round robin. */
 let nullKeyPartition = 0;
 
+/** The partition of `r`: its own, else murmur2 of its key as kafkajs's default partitioner would pick (round robin without a key). */
+async function placeRecord(r: OutgoingRecord, o: SinkOptions): Promise<number> {
+  if (r.partition !== undefined) return r.partition;
+  const count = await partitionsOf(o, r.topic);
+  return r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count);
+}
+
 /**
  * Places each record, groups them per topic for kafkajs, and maps its answer
  * back to positions in input order.
@@ -74,8 +83,7 @@ export async function sendPlaced(
   const placed: Array<{ topic: string; partition: number }> = [];
   const byTopic = new Map<string, Message[]>();
   for (const r of records) {
-    const count = r.partition === undefined ? await partitionsOf(o, r.topic) : 0;
-    const partition = r.partition ?? (r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count));
+    const partition = await placeRecord(r, o);
     const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
     list.push({ key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) });
     placed.push({ topic: r.topic, partition });
@@ -238,5 +246,84 @@ export class KafkajsIdempotentSink implements IdempotentSink {
 
   async close(): Promise<void> {
     await this.producer.disconnect().catch(() => undefined);
+  }
+}
+
+/**
+ * The idempotent producer of the edge (OpsClient.idempotentSink: the
+ * publisher, the load generator's row producer, replay, dead-letter
+ * redrive). Unlike KafkajsIdempotentSink, which refuses a send whose answer
+ * lacks a partition or names one twice, it sends the records of a partition
+ * kafkajs skipped again and accepts one answered twice
+ * (send-every-partition.ts): a non-transactional writer cannot take a write
+ * back, and a publisher must get its rows through a leader change. Topics
+ * are sent one after the other; partition counts (for records without a
+ * partition) come from an admin client connected on first need.
+ */
+export class KafkajsEveryPartitionSink implements IdempotentSink {
+  private admin: Promise<KafkajsAdmin> | null = null;
+  private readonly counts = new Map<string, Promise<number>>();
+  private readonly placing: SinkOptions = { partitionsOf: (topic) => this.partitionsOf(topic) };
+
+  private constructor(
+    private readonly kafka: Kafka,
+    private readonly producer: Producer,
+    private readonly o: IdempotentSinkOptions,
+  ) {}
+
+  /** A connected sink. */
+  static async connect(kafka: Kafka, o: IdempotentSinkOptions = {}): Promise<KafkajsEveryPartitionSink> {
+    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    try {
+      await producer.connect();
+    } catch (e) {
+      throw coded(e, 'connecting the producer');
+    }
+    return new KafkajsEveryPartitionSink(kafka, producer, o);
+  }
+
+  private partitionsOf(topic: string): Promise<number> {
+    let count = this.counts.get(topic);
+    if (count === undefined) {
+      count = (this.admin ??= KafkajsAdmin.connect(this.kafka)).then((a) => a.partitionCount(topic));
+      this.counts.set(topic, count);
+      count.catch(() => this.counts.delete(topic));
+    }
+    return count;
+  }
+
+  async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {
+    const byTopic = new Map<string, Array<{ message: PlacedMessage; at: number }>>();
+    for (const [at, r] of records.entries()) {
+      const partition = await placeRecord(r, this.placing);
+      const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
+      list.push({ message: { key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) }, at });
+    }
+    const positions = new Array<RecordPosition>(records.length);
+    const compression = compressionType(this.o.compression ?? 'none');
+    for (const [topic, list] of byTopic) {
+      let meta;
+      try {
+        meta = await sendEveryPartition(this.producer, topic, list.map((m) => m.message), compression);
+      } catch (e) {
+        throw coded(e, `sending to ${topic}`);
+      }
+      const next = new Map<number, bigint>();
+      for (const m of meta) if (!next.has(m.partition) && m.baseOffset !== undefined) next.set(m.partition, BigInt(m.baseOffset));
+      for (const { message, at } of list) {
+        const offset = next.get(message.partition);
+        if (offset === undefined) throw new RolloutStreamError('partition_unavailable', `the broker returned no offset for ${topic}/${message.partition}`, { retriable: true });
+        next.set(message.partition, offset + 1n);
+        positions[at] = { topic, partition: message.partition, offset: offset.toString() };
+      }
+    }
+    return positions;
+  }
+
+  async close(): Promise<void> {
+    await this.producer.disconnect().catch(() => undefined);
+    const admin = this.admin;
+    this.admin = null;
+    await admin?.then((a) => a.close()).catch(() => undefined);
   }
 }

@@ -7,7 +7,7 @@
  * only place that knows those names; the runtime sees codes.
  */
 import type { ErrorCode } from '../../../errors/codes.js';
-import { RolloutStreamError } from '../../../errors/index.js';
+import { kindOfCode, RolloutStreamError } from '../../../errors/index.js';
 
 interface PlatformaticLike {
   code?: string;
@@ -74,6 +74,8 @@ const TRANSIENT_CODES: Record<string, ErrorCode> = {
 export function platformaticErrorCode(e: unknown): ErrorCode | null {
   const all = links(e);
   if (all.some((c) => c.code === 'PLT_KFK_AUTHENTICATION' || (c.apiId !== undefined && AUTHORIZATION.has(c.apiId)))) return 'authorization_failed';
+  // The group's members announce protocols this member shares none of: the other mode (streams/runtime/mode-guard.ts).
+  if (all.some((c) => c.apiId === 'INCONSISTENT_GROUP_PROTOCOL')) return 'mode_conflict';
   if (all.some((c) => c.apiId !== undefined && FENCED.has(c.apiId))) return 'producer_fenced';
   if (all.some((c) => c.apiId !== undefined && REVOKED.has(c.apiId))) return 'partition_revoked';
   for (const c of all) if (c.apiId !== undefined && TRANSIENT[c.apiId]) return TRANSIENT[c.apiId]!;
@@ -91,7 +93,7 @@ export function coded(e: unknown, doing: string, endTxn = false): unknown {
   if (e instanceof RolloutStreamError) return e;
   const code = platformaticErrorCode(e) ?? (endTxn ? 'transaction_outcome_unknown' : null);
   if (code === null) return e;
-  return new RolloutStreamError(code, `${doing}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retriable: code !== 'authorization_failed' });
+  return new RolloutStreamError(code, `${doing}: ${(e as Error)?.message ?? String(e)}`, { cause: e, retriable: kindOfCode(code) !== 'fatal' });
 }
 
 /** Runs `fn`, turning its failure into a coded error. */

@@ -1,17 +1,17 @@
-import type { Admin } from 'kafkajs';
 import { describe, expect, test } from 'vitest';
 import { loadConfig } from '../../../config/load.js';
 import { configSchema, type TopicsConfig } from '../../../config/schema.js';
 import { ConfigError } from '../../../errors/index.js';
+import type { OpsAdmin } from '../../../streams/kafka/types.js';
 import { resolveReplication } from '../../../streams/topics/create.js';
 import { configErrorOf } from '../../fixtures/config-error.js';
 
 const topicsOf = (topics: Record<string, unknown>): TopicsConfig => configSchema.parse({ topics }).topics;
 
 /** The one admin call resolveReplication makes, answered for `n` live brokers. */
-function clusterOf(n: number): Admin {
-  const brokers = Array.from({ length: n }, (_, i) => ({ nodeId: i + 1, host: '127.0.0.1', port: 19092 + i }));
-  return { describeCluster: async () => ({ brokers, controller: 1, clusterId: 'c' }) } as unknown as Admin;
+function clusterOf(n: number): Pick<OpsAdmin, 'brokers'> {
+  const brokers = Array.from({ length: n }, (_, i) => ({ host: '127.0.0.1', port: 19092 + i }));
+  return { brokers: async () => brokers };
 }
 
 async function rejection(p: Promise<unknown>): Promise<ConfigError> {
