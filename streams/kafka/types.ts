@@ -138,6 +138,14 @@ export interface GroupSource {
   pause(partitions: number[]): void;
   resume(partitions: number[]): void;
   assignment(): ReadonlySet<number>;
+  /**
+   * The next offset this member will fetch on `partition` when it has no
+   * batch of it out: past what was released, and past stretches that held
+   * nothing to hand out (aborted records, transaction markers); null when
+   * unknown. A partition whose position is at its high watermark is idle,
+   * not behind, whatever its group's committed offset says.
+   */
+  fetchPosition?(partition: number): Offset | null;
   stop(): Promise<void>;
 }
 

@@ -47,6 +47,8 @@ export class ConsumerLoop implements InputControl {
   private source: GroupSource;
   private stopping = false;
   private pumping: Promise<void> = Promise.resolve();
+  /** Partitions with a batch being processed now. */
+  private readonly busy = new Set<number>();
 
   constructor(private readonly o: ConsumerLoopOptions) {
     this.source = o.newSource();
@@ -116,6 +118,7 @@ export class ConsumerLoop implements InputControl {
       value: m.value,
       timestamp: m.timestamp,
     }));
+    this.busy.add(batch.partition);
     try {
       await this.o.tasks.runBatch(batch.partition, records, {
         current: () => !this.stopping && source === this.source && source.isCurrent(batch),
@@ -126,8 +129,20 @@ export class ConsumerLoop implements InputControl {
     } catch {
       // Not ready (logged by the task manager): the batch is fetched again from its first record.
     } finally {
+      this.busy.delete(batch.partition);
       source.release(batch, resolved === null ? null : (BigInt(resolved) + 1n).toString());
     }
+  }
+
+  /**
+   * Whether `partition` is idle at its end: no batch of it in hand, and the
+   * source has read up to `highWatermark` (what lies between the committed
+   * offset and there held nothing to process: aborted records, markers).
+   */
+  caughtUp(partition: number, highWatermark: string): boolean {
+    if (this.busy.has(partition)) return false;
+    const at = this.source.fetchPosition?.(partition) ?? null;
+    return at !== null && BigInt(at) >= BigInt(highWatermark);
   }
 
   /** After a lost membership: drop the tasks, and join again with a new source. */

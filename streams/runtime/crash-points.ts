@@ -12,6 +12,11 @@
  * - `tx.after-downstream`: fused, a later node processed, before its send
  * - `tx.after-offsets`: every group's offsets sent, before the commit
  * - `tx.after-commit`: committed, before the batch is released to the consumer
+ *
+ * In process (the topology test driver, streams/testing/) nothing is
+ * killed: a handler set with `setCrashHandler` hears every arrival, armed or
+ * not, and decides which in-memory instance stops dead there. The SIGKILL
+ * arming above works the same with or without one.
  */
 import { RolloutStreamError } from '../../errors/index.js';
 
@@ -20,6 +25,18 @@ export const CRASH_POINTS = ['fence.after', 'restore.during', 'restore.after', '
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 
 const armed = new Map<CrashPoint, { at: number; seen: number }>();
+
+/** Hears each arrival at a crash point, in the async context of the code that reached it. */
+export type CrashHandler = (point: CrashPoint) => void;
+
+let handler: CrashHandler | null = null;
+
+/** Installs `h` (null: none) and returns the one it replaces. For in-process tests only. */
+export function setCrashHandler(h: CrashHandler | null): CrashHandler | null {
+  const previous = handler;
+  handler = h;
+  return previous;
+}
 
 /** Parses `tx.after-send` or `tx.after-send:3`; throws a `usage` error listing the points. */
 export function parseCrashPoint(spec: string): { point: CrashPoint; at: number } {
@@ -36,8 +53,9 @@ export function armCrashPoint(point: CrashPoint, at = 1): void {
   armed.set(point, { at, seen: 0 });
 }
 
-/** Kills the process here when `point` is armed and this is its Nth arrival. */
+/** Tells the crash handler (if any) of this arrival; kills the process here when `point` is armed and this is its Nth arrival. */
 export function crashPoint(point: CrashPoint): void {
+  handler?.(point);
   const a = armed.get(point);
   if (!a) return;
   a.seen += 1;

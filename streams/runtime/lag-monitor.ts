@@ -4,7 +4,11 @@
  * instance only (each instance reports its own share, so the gauges sum to
  * the group's lag and one instance does not warn of another's backlog).
  * Behind on its own partitions with nothing committed for `stall_warn_ms`
- * is `stalled` on /healthz and a warning in the log (at most that often).
+ * is `stalled` on /healthz and a warning in the log (at most that often). A
+ * partition the consumer has read to its end with nothing in hand is not
+ * behind: what lies past the committed offset there held nothing to process
+ * (the aborted records of an upstream transaction that failed, markers), so
+ * there is nothing to commit.
  */
 import type { KafkaAdmin } from '../kafka/types.js';
 import type { HealthTracker } from './health.js';
@@ -24,6 +28,8 @@ export interface LagMonitorOptions {
   assigned: () => ReadonlySet<number>;
   /** For the warning: the tasks, e.g. `0`, `2 closed`. */
   describeTasks: () => string[];
+  /** Whether the consumer has read `partition` to `highWatermark` with nothing in hand (consumer-loop.ts): idle, not behind. */
+  caughtUp?: (partition: number, highWatermark: string) => boolean;
 }
 
 export class LagMonitor {
@@ -53,7 +59,7 @@ export class LagMonitor {
         // From the committed offset (the log start where there is none) to the high watermark.
         const n = BigInt(e.high) - BigInt(committed.get(e.partition) ?? e.low);
         lag += n;
-        if (n >= 2n) {
+        if (n >= 2n && !this.o.caughtUp?.(e.partition, e.high)) {
           behind = true;
           behindOn.push(e.partition);
         }

@@ -146,6 +146,7 @@ export class StageRunner {
       log: o.log,
       assigned: () => this.tasks.assigned,
       describeTasks: () => [...this.tasks.tasks.values()].map((t) => `${t.partition}${t.closed ? ' closed' : ''}`),
+      caughtUp: (partition, high) => this.loop.caughtUp(partition, high),
     });
     this.loop = new ConsumerLoop({
       newSource: () =>

@@ -39,6 +39,8 @@ export class KafkajsGroupSource implements GroupSource {
   private readonly queue: Held[] = [];
   private readonly out = new Map<number, Held>();
   private readonly seeks = new Map<number, Offset>();
+  /** Next offset to fetch per partition, as far as this source knows it (GroupSource.fetchPosition). */
+  private readonly positions = new Map<number, bigint>();
   private waiter: (() => void) | null = null;
   private assigned = new Set<number>();
   /** Resolves once the listener has taken the latest assignment. */
@@ -84,6 +86,7 @@ export class KafkajsGroupSource implements GroupSource {
     const update = (now: Set<number>) => {
       const added = [...now].filter((p) => !this.assigned.has(p)).sort((a, b) => a - b);
       const removed = [...this.assigned].filter((p) => !now.has(p)).sort((a, b) => a - b);
+      for (const p of [...added, ...removed]) this.positions.delete(p);
       this.assigned = now;
       const previous = this.assignedReady;
       this.assignedReady = previous.then(async () => {
@@ -92,6 +95,14 @@ export class KafkajsGroupSource implements GroupSource {
       });
       this.assignedReady.catch((err: unknown) => listener.onLost(err));
     };
+    // kafkajs skips a fetched batch that holds only aborted records or
+    // markers without calling eachBatch, moving its position past it.
+    c.on(c.events.END_BATCH_PROCESS, (e) => {
+      const { partition, batchSize, lastOffset } = e.payload;
+      if (e.payload.topic !== this.o.topic || batchSize !== 0 || lastOffset === null || lastOffset === undefined || this.out.has(partition)) return;
+      const next = BigInt(lastOffset) + 1n;
+      if (next > (this.positions.get(partition) ?? -1n)) this.positions.set(partition, next);
+    });
     c.on(c.events.GROUP_JOIN, (e) => {
       joined = true;
       joinedNow();
@@ -145,6 +156,8 @@ export class KafkajsGroupSource implements GroupSource {
     if (this.stopping) return;
     const seek = this.seeks.get(batch.partition);
     this.seeks.delete(batch.partition);
+    const at = seek ?? next ?? batch.firstOffset()!;
+    this.positions.set(batch.partition, BigInt(at));
     if (seek !== undefined) this.consumer.seek({ topic: batch.topic, partition: batch.partition, offset: seek });
     else if (next === null) this.consumer.seek({ topic: batch.topic, partition: batch.partition, offset: batch.firstOffset()! });
     else if (!isStale()) resolveOffset((BigInt(next) - 1n).toString());
@@ -177,7 +190,16 @@ export class KafkajsGroupSource implements GroupSource {
 
   seek(partition: number, offset: Offset): void {
     if (this.out.has(partition)) this.seeks.set(partition, offset);
-    else this.consumer.seek({ topic: this.o.topic, partition, offset });
+    else {
+      this.positions.set(partition, BigInt(offset));
+      this.consumer.seek({ topic: this.o.topic, partition, offset });
+    }
+  }
+
+  fetchPosition(partition: number): Offset | null {
+    if (this.out.has(partition)) return null;
+    const p = this.positions.get(partition);
+    return p === undefined ? null : p.toString();
   }
 
   pause(partitions: number[]): void {

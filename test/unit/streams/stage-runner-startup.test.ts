@@ -15,7 +15,7 @@ import { KafkajsClient } from '../../../streams/kafka/kafkajs/adapter.js';
 import { isTransientKafkaError } from '../../../streams/kafka/kafkajs/errors.js';
 import type { Stage } from '../../../streams/api/stage.js';
 
-const EVENTS = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' };
+const EVENTS = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash', END_BATCH_PROCESS: 'consumer.end_batch_process' };
 
 class ScriptedConsumer extends EventEmitter {
   readonly events = EVENTS;
@@ -171,6 +171,20 @@ describe('stage runner lag and stall checks', () => {
     expect(logs.filter((l) => l.includes('input records behind'))).toEqual([
       expect.stringMatching(/^warn pack: 20 input records behind and nothing committed for \d+ s \(assigned partitions \[0,1\]/),
     ]);
+  }, 15_000);
+
+  test('partitions read to their end with nothing to hand out (aborted records, markers) count as lag but not as a stall', async () => {
+    const { consumers, logs, runner, metrics } = setup([async () => undefined], BACKLOG);
+    await runner.start();
+    consumers[0]!.emit(EVENTS.GROUP_JOIN, { payload: { memberAssignment: { 't.in': [0, 1] } } });
+    // kafkajs skipped offsets 10..19 of both partitions without calling eachBatch: all aborted.
+    for (const partition of [0, 1]) {
+      consumers[0]!.emit(EVENTS.END_BATCH_PROCESS, { payload: { topic: 't.in', partition, batchSize: 0, firstOffset: null, lastOffset: '19' } });
+    }
+    await new Promise((r) => setTimeout(r, 5_600));
+    expect((await metrics.consumerLag.get()).values.find((v) => v.labels.stage === 'pack')?.value).toBe(20);
+    expect(logs.filter((l) => l.includes('input records behind'))).toEqual([]);
+    expect(runner.healthState().state).not.toBe('stalled');
   }, 15_000);
 
   test('an instance with no partitions reports no lag and no stall, whatever the group is behind', async () => {

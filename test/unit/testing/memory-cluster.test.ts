@@ -3,7 +3,8 @@
  * (the same ones test/integration/kafka-{sink,source,admin}.test.ts check on
  * the real broker): transactions and read_committed, fencing, offsets
  * committed with a transaction, pull with one batch per partition, seeks,
- * rebalances and the classic group protocol rule.
+ * rebalances and the classic group protocol rule; and, as a KafkaClient,
+ * guard members, scans, and connections that stop dead.
  */
 import { describe, expect, test } from 'vitest';
 import type { FetchedBatch, RebalanceListener } from '../../../streams/kafka/types.js';
@@ -61,14 +62,14 @@ describe('memory cluster: transactions', () => {
     expect((await errorOf(zombie.commit()))?.code).toBe('producer_fenced');
     expect(zombie.state).toBe('fenced');
     expect((await errorOf(zombie.begin()))?.code).toBe('transaction_state');
-    expect(await c.admin().committedOffsets('grp', 'in')).toEqual(new Map());
+    expect(await (await c.admin()).committedOffsets('grp', 'in')).toEqual(new Map());
     await owner.begin();
     await owner.send([{ topic: 'out', partition: 0, key: 'g', value: Buffer.from('owner') }]);
     await owner.sendOffsets('grp', [{ topic: 'in', partition: 0, offset: '5' }]);
-    expect(await c.admin().committedOffsets('grp', 'in')).toEqual(new Map());
+    expect(await (await c.admin()).committedOffsets('grp', 'in')).toEqual(new Map());
     await owner.commit();
     expect(values(c.committedRecords('out'))).toEqual(['owner']);
-    expect(await c.admin().committedOffsets('grp', 'in')).toEqual(new Map([[0, '5']]));
+    expect(await (await c.admin()).committedOffsets('grp', 'in')).toEqual(new Map([[0, '5']]));
   });
 });
 
@@ -131,5 +132,105 @@ describe('memory cluster: group sources', () => {
     await c.source({ groupId: 'g', topic: 't', protocols: ['rollout-stream.separate/1', 'rollout-stream.fused/1'] }).start(quiet());
     expect(c.group('g').members).toHaveLength(2);
     expect(c.group('g').protocol).toBe('rollout-stream.fused/1');
+  });
+});
+
+describe('memory cluster: the KafkaClient seams', () => {
+  test('groupSource honours protocol names and guard members: a guard holds its place and takes no partition', async () => {
+    const c = new MemoryCluster();
+    c.createTopic('t', 4);
+    const fused = { names: ['rollout-stream.fused/1'] };
+    const guard = c.groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1024, protocols: { ...fused, takesPartitions: false } });
+    await guard.start(quiet());
+    expect([...guard.assignment()]).toEqual([]);
+    const member = c.groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1024, protocols: fused });
+    await member.start(quiet());
+    expect([...member.assignment()].sort()).toEqual([0, 1, 2, 3]);
+    expect([...guard.assignment()]).toEqual([]);
+    const separate = c.groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1024, protocols: { names: ['rollout-stream.separate/1'] } });
+    expect((await errorOf(separate.start(quiet())))?.code).toBe('mode_conflict');
+    expect(await (await c.admin()).describeGroup('g')).toEqual({ state: 'Stable', protocol: 'rollout-stream.fused/1', members: 2 });
+  });
+
+  test('a poll with nothing to fetch waits for the cluster to change, up to its maxWaitMs', async () => {
+    const c = new MemoryCluster();
+    c.createTopic('t', 1);
+    const s = c.groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1 << 20 });
+    await s.start(quiet());
+    const t0 = Date.now();
+    expect(await s.poll(30)).toEqual([]);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(25);
+    const polling = s.poll(5_000);
+    await c.idempotentSink().send([{ topic: 't', partition: 0, key: 'k', value: Buffer.from('v') }]);
+    expect((await polling).map((b) => values(b.records))).toEqual([['v']]);
+  });
+
+  test('scan reads each range read_committed to its end, waits for an open transaction, and ends incomplete after the idle timeout', async () => {
+    const c = new MemoryCluster();
+    c.createTopic('t', 2);
+    await c.idempotentSink().send([0, 1, 2].map((i) => ({ topic: 't', partition: 0, key: 'k', value: Buffer.from(`a${i}`) })));
+    const s = c.transactionalSink('id');
+    await s.init();
+    await s.begin();
+    await s.send([{ topic: 't', partition: 1, key: 'k', value: Buffer.from('b0') }]);
+    await s.abort();
+    await s.begin();
+    await s.send([{ topic: 't', partition: 1, key: 'k', value: Buffer.from('b1') }]);
+    const seen: string[] = [];
+    const onRecord = (r: { value: Buffer | null; timestamp: string }) => void seen.push(`${r.value?.toString()}@${typeof r.timestamp}`);
+    // Partition 1 ends in an open transaction: the scan waits for it, then gives up naming the partition.
+    const ranges = [
+      { topic: 't', partition: 0, start: '1', end: '3' },
+      { topic: 't', partition: 1, start: '0', end: String(c.highWatermark('t', 1)) },
+    ];
+    expect(await c.scan(ranges, onRecord, { idleTimeoutMs: 30 })).toEqual({ records: 2, complete: false, unfinished: ['t/1'] });
+    expect(seen).toEqual(['a1@string', 'a2@string']);
+    seen.length = 0;
+    const scanning = c.scan(ranges, onRecord, { idleTimeoutMs: 5_000 });
+    await s.commit();
+    expect(await scanning).toEqual({ records: 3, complete: true, unfinished: [] });
+    expect(seen).toEqual(['a1@string', 'a2@string', 'b1@string']);
+    expect(await c.scan(ranges, () => false)).toEqual({ records: 1, complete: false, unfinished: [] });
+  });
+
+  test('a killed connection never answers and leaves no trace; its members stay until their sessions expire', async () => {
+    const c = new MemoryCluster();
+    c.createTopic('t', 2);
+    const dead = c.connect('dead');
+    const s = dead.groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1024 });
+    await s.start(quiet());
+    const sink = dead.transactionalSink('id', { transactionTimeoutMs: 1000, partitionsOf: async () => 2 });
+    await sink.init();
+    await sink.begin();
+    await sink.send([{ topic: 't', partition: 0, key: 'k', value: Buffer.from('zombie') }]);
+    dead.kill();
+    const never = Symbol('no answer');
+    const answer = (p: Promise<unknown>) => Promise.race([p.then(() => 'answered', () => 'threw'), new Promise((r) => setTimeout(() => r(never), 20))]);
+    expect(await answer(sink.commit())).toBe(never);
+    expect(await answer(s.stop())).toBe(never);
+    expect(await answer(dead.admin())).toBe(never);
+    expect(c.openTransactions()).toEqual(['id']);
+    expect(c.group('g').members).toHaveLength(1);
+    const log: string[] = [];
+    const next = c.connect('next').groupSource({ groupId: 'g', topic: 't', sessionTimeoutMs: 6000, maxBytes: 1024 });
+    await next.start(quiet(log));
+    expect(log).toEqual(['+1']);
+    dead.expireSessions();
+    expect(c.group('g').members).toHaveLength(1);
+    await next.poll(0);
+    expect(log).toEqual(['+1', '+0']);
+    // The next owner's init aborts what the dead one left open.
+    await c.connect('next').transactionalSink('id').init();
+    expect(c.openTransactions()).toEqual([]);
+    expect(c.committedRecords('t')).toEqual([]);
+  });
+
+  test('the cluster keeps its own copy of every value (a producer may reuse its buffers once a send settled)', async () => {
+    const c = new MemoryCluster();
+    c.createTopic('t', 1);
+    const value = Buffer.from('before');
+    await c.idempotentSink().send([{ topic: 't', partition: 0, key: 'k', value }]);
+    value.write('after!');
+    expect(values(c.committedRecords('t'))).toEqual(['before']);
   });
 });
