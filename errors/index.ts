@@ -37,3 +37,26 @@ export class ConfigError extends RolloutStreamError {
     this.path = path;
   }
 }
+
+/** Maps an error of one Kafka client library to our code (null: not one of its errors). */
+export type ForeignErrorMapper = (e: unknown) => ErrorCode | null;
+
+const foreignMappers: ForeignErrorMapper[] = [];
+
+/**
+ * Each client adapter (streams/kafka/<client>/errors.ts) registers how its
+ * library's errors map to our codes, so the runtime's error policy can
+ * classify an error that escaped uncoded without knowing any library.
+ */
+export function registerErrorMapper(mapper: ForeignErrorMapper): void {
+  if (!foreignMappers.includes(mapper)) foreignMappers.push(mapper);
+}
+
+/** The code the first registered adapter gives `e`; null when none knows it. */
+export function foreignErrorCode(e: unknown): ErrorCode | null {
+  for (const m of foreignMappers) {
+    const code = m(e);
+    if (code !== null) return code;
+  }
+  return null;
+}

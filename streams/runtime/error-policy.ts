@@ -8,10 +8,9 @@
  * task's: a task is rebuilt after every failure, and the attempts must
  * outlive that (a process restart starts counting again).
  */
-import { ERROR_CODES, RolloutStreamError, type ErrorCode, type ErrorKind } from '../../errors/index.js';
+import { ERROR_CODES, foreignErrorCode, RolloutStreamError, type ErrorCode, type ErrorKind } from '../../errors/index.js';
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
 import { sourceOf, type InputRecord } from '../api/stage.js';
-import { kafkaErrorCode } from '../kafka/kafkajs/errors.js';
 
 export interface Classified {
   kind: ErrorKind;
@@ -44,8 +43,8 @@ export class ProcessingFailure extends Error {
 }
 
 /**
- * The kind and code of an error. Our own errors carry their code; kafkajs
- * errors are mapped by the adapter; an exception a processor threw that is
+ * The kind and code of an error. Our own errors carry their code; a client
+ * library's errors are mapped by its adapter (registerErrorMapper); an exception a processor threw that is
  * none of these is `processing_error` (poison: the per-record policy); any
  * other unrecognised error (a transaction that failed for a reason nobody
  * coded) is `transaction_outcome_unknown`: abort, rebuild, re-read.
@@ -61,7 +60,7 @@ export function classify(e: unknown): Classified {
 
 function codedKind(e: unknown): Classified | null {
   if (e instanceof RolloutStreamError) return { kind: e.kind, code: e.code };
-  const k = kafkaErrorCode(e);
+  const k = foreignErrorCode(e);
   return k ? { kind: ERROR_CODES[k], code: k } : null;
 }
 

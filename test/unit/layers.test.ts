@@ -82,6 +82,15 @@ describe('layers', () => {
     expect(importing((t) => ['cli/', 'bench/', 'loadgen/'].some((d) => t.startsWith(d)), under('streams'))).toEqual([]);
   });
 
+  test('the runtime knows no client library: only its composition root (pipeline.ts) picks an adapter', () => {
+    const adapter = (t: string) => t.startsWith('streams/kafka/kafkajs/') || t.startsWith('streams/kafka/platformatic/');
+    expect(importing(adapter, (f) => under('streams/runtime')(f) && f !== 'streams/runtime/pipeline.ts')).toEqual([]);
+  });
+
+  test('the in-memory cluster and the topology test driver (streams/testing/) serve tests only', () => {
+    expect(importing((t) => t.startsWith('streams/testing/'), (f) => !under('streams/testing')(f))).toEqual([]);
+  });
+
   test('stages and their shared contract import neither the runtime nor the Kafka adapter', () => {
     const from = (f: string) => under('streams/stages')(f) || under('streams/api')(f) || under('streams/codecs')(f);
     expect(importing((t) => t.startsWith('streams/runtime/') || t.startsWith('streams/kafka/') || t === 'kafkajs', from)).toEqual([]);

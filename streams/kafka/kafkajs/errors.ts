@@ -7,6 +7,7 @@
  * those names; the runtime sees codes.
  */
 import type { ErrorCode } from '../../../errors/codes.js';
+import { registerErrorMapper } from '../../../errors/index.js';
 
 interface KafkaJsLike {
   name?: string;
@@ -119,3 +120,5 @@ export function isTransientKafkaError(e: unknown): boolean {
   if (code === 'authorization_failed' || code === 'mode_conflict') return false;
   return links.some((c) => c.retriable === true || (c.name !== undefined && Object.hasOwn(TRANSIENT_NAMES, c.name)));
 }
+
+registerErrorMapper(kafkaErrorCode);

@@ -7,7 +7,7 @@
  * only place that knows those names; the runtime sees codes.
  */
 import type { ErrorCode } from '../../../errors/codes.js';
-import { kindOfCode, RolloutStreamError } from '../../../errors/index.js';
+import { kindOfCode, registerErrorMapper, RolloutStreamError } from '../../../errors/index.js';
 
 interface PlatformaticLike {
   code?: string;
@@ -104,3 +104,5 @@ export async function codedCall<T>(doing: string, fn: () => Promise<T>): Promise
     throw coded(e, doing);
   }
 }
+
+registerErrorMapper(platformaticErrorCode);
