@@ -40,11 +40,14 @@ const LEVELS: Record<string, logLevel> = {
 
 /**
  * kafkajs logs retried, harmless conditions at ERROR (a coordinator still
- * finishing the previous transaction, a group rebalancing). Those go to
- * debug; everything else goes to stderr as one line.
+ * finishing the previous transaction, a group rebalancing), and every
+ * metadata answer for a topic that does not exist (yet): what the topic
+ * probes of `topics create` ask on purpose (admin.ts `existingTopics`,
+ * `waitForLeaders`); a real missing topic reaches the caller as a coded
+ * error. Those go to debug; everything else goes to stderr as one line.
  */
 const RETRIED_NOISE =
-  /concurrent operation on the same transaction|coordinator is not available|group is rebalancing|not the correct coordinator|Restarting the consumer|leadership election|There is no leader/i;
+  /concurrent operation on the same transaction|coordinator is not available|group is rebalancing|not the correct coordinator|Restarting the consumer|leadership election|There is no leader|^Response Metadata\(.*does not host this topic-partition/i;
 
 function logCreator(level: logLevel, quiet: RegExp | null) {
   return ({ level: entryLevel, log }: LogEntry) => {
