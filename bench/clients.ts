@@ -23,7 +23,7 @@ import { createKafka } from '../streams/kafka/kafkajs/client.js';
 import { createKafkaClient } from '../streams/kafka/kafkajs/adapter.js';
 import type { FetchedBatch, KafkaClient, TransactionalSink } from '../streams/kafka/types.js';
 
-const USAGE = `usage: npx tsx bench/clients.ts [--records 1500] [--partitions 4] [--pairs 3] [--clients platformatic,confluent]
+const USAGE = `usage: npx tsx bench/clients.ts [--records 1500] [--partitions 4] [--pairs 3] [--clients platformatic]
 
 The stage loop (poll, begin, send, sendOffsets, commit, release) through each
 installed client's KafkaClient adapter on the local broker (KAFKA_BROKERS to
@@ -48,15 +48,7 @@ async function factories(wanted: string[]): Promise<Map<string, Factory>> {
       console.log(`platformatic: not installed here (${(e as Error).message.split('\n')[0]})`);
     }
   }
-  if (wanted.includes('confluent')) {
-    try {
-      const m = await import('../streams/kafka/confluent/client.js');
-      out.set('confluent', m.createConfluentClient);
-    } catch (e) {
-      console.log(`confluent: not installed here (${(e as Error).message.split('\n')[0]})`);
-    }
-  }
-  for (const w of wanted) if (!out.has(w) && w !== 'platformatic' && w !== 'confluent') console.log(`${w}: no adapter in streams/kafka/ (skipped)`);
+  for (const w of wanted) if (!out.has(w) && w !== 'platformatic') console.log(`${w}: no adapter in streams/kafka/ (skipped)`);
   return out;
 }
 
@@ -122,7 +114,7 @@ export async function main(argv: string[]): Promise<number> {
       records: { type: 'string', default: '1500' },
       partitions: { type: 'string', default: '4' },
       pairs: { type: 'string', default: '3' },
-      clients: { type: 'string', default: 'platformatic,confluent' },
+      clients: { type: 'string', default: 'platformatic' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -54,7 +54,7 @@ const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
                                [--format row|gym-result] [--intermediate reference|full]
-                               [--client kafkajs|platformatic|confluent] [--cpu-prof DIR] [--brokers 3]
+                               [--client kafkajs|platformatic] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
 needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
@@ -87,8 +87,7 @@ replicated cluster. "n/a (reason)" where the broker does not answer it.
   reference (the default: group-complete and penalized carry the rows'
   offsets in row-completed) or full (copies of the rows).
 --client C runs the stage processes on Kafka client library C (kafka.client:
-  kafkajs, the default; platformatic: @platformatic/kafka; confluent:
-  @confluentinc/kafka-javascript, librdkafka); the load
+  kafkajs, the default, or platformatic: @platformatic/kafka); the load
   generator and the readers stay on kafkajs (bench/README.md "Kafka clients").
 --format gym-result sends each row as the NeMo-Gym result it came from
   (GymResult, SPEC §2.1): accumulate converts it back (the ingest path).
@@ -347,7 +346,7 @@ export async function main(argv: string[]): Promise<number> {
   if (values.intermediate !== 'reference' && values.intermediate !== 'full') {
     throw new UsageError(`--intermediate must be reference or full, got ${values.intermediate}`);
   }
-  if (!['kafkajs', 'platformatic', 'confluent'].includes(values.client)) throw new UsageError(`--client must be kafkajs, platformatic or confluent, got ${values.client}`);
+  if (values.client !== 'kafkajs' && values.client !== 'platformatic') throw new UsageError(`--client must be kafkajs or platformatic, got ${values.client}`);
   if (values.brokers !== undefined && values.brokers !== '1') {
     if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
     const { compareOnCluster } = await import('./e2e-cluster.js');
@@ -427,7 +426,7 @@ export async function main(argv: string[]): Promise<number> {
     child: spawn(process.execPath, [...profArgs, '--import', 'tsx', join(ROOT, 'cli', 'main.ts'), 'run', '--stages', set, '--config', configPath, '--quiet', ...(values.separate ? ['--separate'] : [])], {
       cwd: ROOT,
       stdio: ['ignore', 'inherit', 'inherit'],
-      env: { ...process.env, METRICS_PORT: String(ports[i]), ...(values.client === 'confluent' ? { RS_EXPERIMENTAL_CLIENT: 'confluent' } : {}) },
+      env: { ...process.env, METRICS_PORT: String(ports[i]) },
     }),
   }));
   // The JVMs of scripts/local-kafka.sh's single broker, when that is what this run uses.

@@ -141,13 +141,11 @@ export const kafkaConfigSchema = z.strictObject({
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
   /**
    * The Kafka client library the stage runners use (streams/kafka/):
-   * `kafkajs` (patched; the default), `platformatic` (@platformatic/kafka,
-   * an optional dependency) or, for measurement only, `confluent`
-   * (@confluentinc/kafka-javascript, librdkafka, installed by hand; refused
-   * unless RS_EXPERIMENTAL_CLIENT=confluent); bench/README.md "Kafka
-   * clients". Publishers, ops commands and the row reader use kafkajs either way.
+   * `kafkajs` (patched; the default) or `platformatic` (@platformatic/kafka,
+   * an optional dependency; bench/README.md "Kafka clients"). Publishers,
+   * ops commands and the row reader use kafkajs either way.
    */
-  client: z.enum(['kafkajs', 'platformatic', 'confluent']).default('kafkajs'),
+  client: z.enum(['kafkajs', 'platformatic']).default('kafkajs'),
   /**
    * How long a stage's start-up waits for a schema registry that does not
    * answer before it fails (once running, a stage waits for the registry as

@@ -52,12 +52,6 @@ describe('layers', () => {
     expect(users).toEqual([]);
   });
 
-  test('only streams/kafka/confluent/ imports @confluentinc/kafka-javascript', () => {
-    expect(EDGES.filter((e) => under('streams/kafka/confluent')(e.file)).flatMap((e) => e.imports)).toContain('@confluentinc/kafka-javascript');
-    const users = importing((t) => t === '@confluentinc/kafka-javascript' || t.startsWith('@confluentinc/kafka-javascript/'), (f) => !under('streams/kafka/confluent')(f));
-    expect(users).toEqual([]);
-  });
-
   test('processors/ is pure: no streams, cli, bench, schemas, Kafka client, registry or Avro', () => {
     const bad = importing(
       (t) => ['streams/', 'cli/', 'bench/', 'schemas/', 'tools/', 'json-form/'].some((d) => t.startsWith(d)) || /^(kafkajs|avsc|@kafkajs\/)/.test(t),
@@ -89,7 +83,7 @@ describe('layers', () => {
   });
 
   test('the runtime knows no client library: only its composition root (pipeline.ts) picks an adapter', () => {
-    const adapter = (t: string) => ['streams/kafka/kafkajs/', 'streams/kafka/platformatic/', 'streams/kafka/confluent/'].some((d) => t.startsWith(d));
+    const adapter = (t: string) => t.startsWith('streams/kafka/kafkajs/') || t.startsWith('streams/kafka/platformatic/');
     expect(importing(adapter, (f) => under('streams/runtime')(f) && f !== 'streams/runtime/pipeline.ts')).toEqual([]);
   });
 
