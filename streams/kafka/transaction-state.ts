@@ -105,6 +105,16 @@ export class TransactionStateMachine {
     this.current = next;
   }
 
+  /**
+   * After a client call failed with `error` (already coded by the adapter):
+   * `fenced` when a newer owner fenced this producer, else `otherwise`;
+   * nothing once closed. Returns `error` for the caller to throw.
+   */
+  failed(error: unknown, otherwise: TxState): unknown {
+    if (this.current !== 'closed') this.to(error instanceof RolloutStreamError && error.code === 'producer_fenced' ? 'fenced' : otherwise);
+    return error;
+  }
+
   /** The states passed through, oldest first (for error messages and tests). */
   trail(): TxState[] {
     return [...this.history, this.current];

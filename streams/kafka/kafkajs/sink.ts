@@ -7,7 +7,7 @@
  */
 import type { Kafka, Message, Producer, Transaction } from 'kafkajs';
 import { RolloutStreamError } from '../../../errors/index.js';
-import { partitionForKey } from '../../topics/partitioner.js';
+import { placeRecord, positionsFrom } from '../placement.js';
 import { TransactionStateMachine, type TxState } from '../transaction-state.js';
 import type { IdempotentSink, IdempotentSinkOptions, OutgoingRecord, PartitionOffset, RecordPosition, TransactionalSink } from '../types.js';
 import { KafkajsAdmin } from './admin.js';
@@ -34,32 +34,6 @@ function coded(e: unknown, doing: string, endTxn = false): unknown {
 }
 
 /**
- * The partition count of a topic being written. A topic that is gone (deleted
- * under a running stage) is a partition the broker does not host: transient,
- * as kafkajs's own send reports it, so the stage retries and reports a stall.
- */
-async function partitionsOf(o: SinkOptions, topic: string): Promise<number> {
-  try {
-    return await o.partitionsOf(topic);
-  } catch (e) {
-    if (e instanceof RolloutStreamError && e.code === 'unknown_topic') {
-      throw new RolloutStreamError('partition_unavailable', `${topic} is not hosted by the cluster (deleted?): ${e.message}`, { cause: e, retriable: true });
-    }
-    throw e;
-  }
-}
-
-/** Records without a key and without a partition are spread round robin. */
-let nullKeyPartition = 0;
-
-/** The partition of `r`: its own, else murmur2 of its key as kafkajs's default partitioner would pick (round robin without a key). */
-async function placeRecord(r: OutgoingRecord, o: SinkOptions): Promise<number> {
-  if (r.partition !== undefined) return r.partition;
-  const count = await partitionsOf(o, r.topic);
-  return r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count);
-}
-
-/**
  * Places each record, groups them per topic for kafkajs, and maps its answer
  * back to positions in input order.
  *
@@ -83,30 +57,14 @@ export async function sendPlaced(
   const placed: Array<{ topic: string; partition: number }> = [];
   const byTopic = new Map<string, Message[]>();
   for (const r of records) {
-    const partition = await placeRecord(r, o);
+    const partition = await placeRecord(r, o.partitionsOf);
     const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
     list.push({ key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) });
     placed.push({ topic: r.topic, partition });
   }
   const meta = await send([...byTopic].map(([topic, messages]) => ({ topic, messages })));
-  const answered = new Set<string>();
-  for (const m of meta) {
-    const k = `${m.topicName}/${m.partition}`;
-    if (answered.has(k)) {
-      throw new RolloutStreamError('transaction_outcome_unknown', `the records for ${k} were written twice by one send (the client resent them to a new leader)`, { retriable: true });
-    }
-    answered.add(k);
-  }
-  const base = new Map(meta.map((m) => [`${m.topicName}/${m.partition}`, m.baseOffset === undefined ? null : BigInt(m.baseOffset)]));
-  const next = new Map<string, bigint>();
-  return placed.map((p) => {
-    const k = `${p.topic}/${p.partition}`;
-    const start = base.get(k);
-    if (start === undefined || start === null) throw new RolloutStreamError('transaction_outcome_unknown', `the broker returned no offset for ${k}`);
-    const i = next.get(k) ?? 0n;
-    next.set(k, i + 1n);
-    return { topic: p.topic, partition: p.partition, offset: (start + i).toString() };
-  });
+  const answers = meta.map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: m.baseOffset === undefined ? null : BigInt(m.baseOffset) }));
+  return positionsFrom(placed, answers, ' (the client resent them to a new leader)');
 }
 
 export class KafkajsTransactionalSink implements TransactionalSink {
@@ -138,10 +96,7 @@ export class KafkajsTransactionalSink implements TransactionalSink {
 
   /** After a failure: the state it leaves the sink in. */
   private failed(e: unknown, doing: string, otherwise: TxState): unknown {
-    const err = coded(e, `${this.transactionalId}: ${doing}`, doing === 'commit' || doing === 'abort');
-    const next: TxState = err instanceof RolloutStreamError && err.code === 'producer_fenced' ? 'fenced' : otherwise;
-    if (this.machine.state !== 'closed') this.machine.to(next);
-    return err;
+    return this.machine.failed(coded(e, `${this.transactionalId}: ${doing}`, doing === 'commit' || doing === 'abort'), otherwise);
   }
 
   async init(): Promise<void> {
@@ -263,7 +218,6 @@ export class KafkajsIdempotentSink implements IdempotentSink {
 export class KafkajsEveryPartitionSink implements IdempotentSink {
   private admin: Promise<KafkajsAdmin> | null = null;
   private readonly counts = new Map<string, Promise<number>>();
-  private readonly placing: SinkOptions = { partitionsOf: (topic) => this.partitionsOf(topic) };
 
   private constructor(
     private readonly kafka: Kafka,
@@ -295,7 +249,7 @@ export class KafkajsEveryPartitionSink implements IdempotentSink {
   async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {
     const byTopic = new Map<string, Array<{ message: PlacedMessage; at: number }>>();
     for (const [at, r] of records.entries()) {
-      const partition = await placeRecord(r, this.placing);
+      const partition = await placeRecord(r, (topic) => this.partitionsOf(topic));
       const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
       list.push({ message: { key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) }, at });
     }

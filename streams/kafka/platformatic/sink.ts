@@ -23,7 +23,7 @@
  */
 import { Producer, type Consumer } from '@platformatic/kafka';
 import { RolloutStreamError } from '../../../errors/index.js';
-import { partitionForKey } from '../../topics/partitioner.js';
+import { placeRecord, positionsFrom } from '../placement.js';
 import { TransactionStateMachine, type TxState } from '../transaction-state.js';
 import type { CompressionName, OutgoingRecord, PartitionOffset, RecordPosition, TransactionalSink } from '../types.js';
 import { coded } from './errors.js';
@@ -45,9 +45,6 @@ export interface PlatformaticSinkOptions {
 
 const NEW_PRODUCER = { producerId: -1n, producerEpoch: -1 };
 
-/** Records without a key and without a partition are spread round robin. */
-let nullKeyPartition = 0;
-
 interface Placed {
   topic: string;
   partition: number;
@@ -56,27 +53,11 @@ interface Placed {
   headers?: Map<Buffer, Buffer>;
 }
 
-/**
- * Gives each record its partition (explicit, or murmur2 of its key as Java's
- * default partitioner). A topic that is gone is a partition the broker does
- * not host: transient, so the stage retries.
- */
+/** Each record with its partition (placement.ts), in the client's message shape. */
 export async function placeRecords(records: OutgoingRecord[], partitionsOf: (topic: string) => Promise<number>): Promise<Placed[]> {
   const out: Placed[] = [];
   for (const r of records) {
-    let partition = r.partition;
-    if (partition === undefined) {
-      let count: number;
-      try {
-        count = await partitionsOf(r.topic);
-      } catch (e) {
-        if (e instanceof RolloutStreamError && e.code === 'unknown_topic') {
-          throw new RolloutStreamError('partition_unavailable', `${r.topic} is not hosted by the cluster (deleted?): ${e.message}`, { cause: e, retriable: true });
-        }
-        throw e;
-      }
-      partition = r.key === null ? nullKeyPartition++ % count : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), count);
-    }
+    const partition = await placeRecord(r, partitionsOf);
     const headers = r.headers ? new Map(Object.entries(r.headers).map(([k, v]) => [Buffer.from(k), Buffer.isBuffer(v) ? v : Buffer.from(v)])) : undefined;
     out.push({
       topic: r.topic,
@@ -87,25 +68,6 @@ export async function placeRecords(records: OutgoingRecord[], partitionsOf: (top
     });
   }
   return out;
-}
-
-/** Positions in input order from the broker's base offset per partition (one record batch per partition and send). */
-export function positionsOf(placed: Placed[], offsets: Array<{ topic: string; partition: number; offset: bigint }> | undefined): RecordPosition[] {
-  const base = new Map<string, bigint>();
-  for (const o of offsets ?? []) {
-    const k = `${o.topic}/${o.partition}`;
-    if (base.has(k)) throw new RolloutStreamError('transaction_outcome_unknown', `the records for ${k} were written twice by one send`, { retriable: true });
-    base.set(k, o.offset);
-  }
-  const next = new Map<string, bigint>();
-  return placed.map((p) => {
-    const k = `${p.topic}/${p.partition}`;
-    const start = base.get(k);
-    if (start === undefined) throw new RolloutStreamError('transaction_outcome_unknown', `the broker returned no offset for ${k}`);
-    const i = next.get(k) ?? 0n;
-    next.set(k, i + 1n);
-    return { topic: p.topic, partition: p.partition, offset: (start + i).toString() };
-  });
 }
 
 export class PlatformaticTransactionalSink implements TransactionalSink {
@@ -140,10 +102,7 @@ export class PlatformaticTransactionalSink implements TransactionalSink {
   }
 
   private failed(e: unknown, doing: string, otherwise: TxState): unknown {
-    const err = coded(e, `${this.transactionalId}: ${doing}`, doing === 'commit' || doing === 'abort');
-    const next: TxState = err instanceof RolloutStreamError && err.code === 'producer_fenced' ? 'fenced' : otherwise;
-    if (this.machine.state !== 'closed') this.machine.to(next);
-    return err;
+    return this.machine.failed(coded(e, `${this.transactionalId}: ${doing}`, doing === 'commit' || doing === 'abort'), otherwise);
   }
 
   async init(): Promise<void> {
@@ -178,7 +137,7 @@ export class PlatformaticTransactionalSink implements TransactionalSink {
       const placed = await placeRecords(records, this.o.partitionsOf);
       this.touched = true;
       const result = await this.tx!.send({ messages: placed as never });
-      return positionsOf(placed, result.offsets);
+      return positionsFrom(placed, (result.offsets ?? []).map((o) => ({ topic: o.topic, partition: o.partition, baseOffset: o.offset })));
     } catch (e) {
       throw this.failed(e, 'send', 'abortable_error');
     }
