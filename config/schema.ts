@@ -169,6 +169,17 @@ export const topicsConfigSchema = z
      * null: 2 when the replication factor is 3 or more, else 1.
      */
     min_insync_replicas: z.number().int().positive().nullable().default(null),
+    /**
+     * `compression.type` of `rollout.packed`: the broker compresses every
+     * batch the pack stage writes before storing it, and the trainer's
+     * client decompresses (librdkafka and kafkajs here read all four codecs).
+     * Packed records in the trainer dtypes are redundant (int64 token ids,
+     * 0/1 int64 masks, −1 route blocks): zstd stores them in 0.3× their size,
+     * so each row's bytes are written about 1.5× instead of 2.5× (bench/README.md
+     * "Intermediate records by reference"). `none`: stored as sent;
+     * `producer`: whatever the producer sent (`kafka.compression`).
+     */
+    packed_compression: z.enum(['zstd', 'lz4', 'snappy', 'gzip', 'none', 'producer']).default('zstd'),
   })
   .superRefine((t, ctx) => {
     if (t.replication_factor !== null && t.min_insync_replicas !== null && t.min_insync_replicas > t.replication_factor) {

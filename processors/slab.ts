@@ -20,6 +20,7 @@
  * the very buffer it will send, so that packing is building the value and
  * nothing is copied afterwards (streams/codecs/framed-pack-target.ts).
  */
+import { widenableBuffer } from './int64-widen.js';
 import { TYPED_ARRAY_CLASSES } from './typed-arrays.js';
 import type { DType, PackedField, PackedGroup, TypedArray } from './types.js';
 
@@ -132,7 +133,8 @@ export class SlabPool {
       this.retained -= buffer.byteLength;
     } else {
       // Rounded up so that slightly larger groups later can reuse it.
-      buffer = new ArrayBuffer(Math.ceil((bytes * 1.125) / SLACK) * SLACK);
+      // A widenable buffer, so the packer widens token ids straight into it (int64-widen.ts).
+      buffer = widenableBuffer(Math.ceil((bytes * 1.125) / SLACK) * SLACK);
       this.issued.add(buffer);
     }
     return buffer;

@@ -23,7 +23,7 @@ import { MISSING_ROUTE_SENTINEL } from './routed-experts-backfill.js';
 import type { RowFields } from './row-fields.js';
 import { type PackMemory, freshSlab } from './slab.js';
 import { type TrainBatchPlan, planTrainBatch, writeRowFields } from './train-batch-plan.js';
-import { copyElements } from './typed-arrays.js';
+import { copyElements, fillZeroOrOne } from './typed-arrays.js';
 import type { Message, PackedGroup, PenalizedGroup, ViolationCounts } from './types.js';
 
 export type RoutedExpertsDType = PackConfig['routed_experts_dtype'];
@@ -148,7 +148,7 @@ function writeMessage(c: Columns, at: number, m: Message): void {
   if (lp != null) c.generationLogprobs.set(lp, at);
   else c.generationLogprobs.fill(0, at, end);
   const generated = isGeneratedAssistant(m);
-  c.tokenMask.fill(generated ? 1n : 0n, at, end);
+  fillZeroOrOne(c.tokenMask, at, end, generated);
   if (c.invalidToolCallMask !== null && c.malformedThinkingMask !== null) {
     const flags = messageViolationFlags(m);
     c.invalidToolCallMask.fill(flags.invalidToolCall ? 1 : 0, at, end);

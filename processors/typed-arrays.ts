@@ -111,3 +111,23 @@ export function copyElements(dst: TypedArray, at: number, src: TypedArray): void
   }
   (dst as Int32Array).set(src as Int32Array, at);
 }
+
+/** Elements of the constant sources of `fillZeroOrOne` (128 KiB each: they stay in L2). */
+const BIT_RUN = 1 << 14;
+const INT64_ONES = new BigInt64Array(BIT_RUN).fill(1n);
+const INT64_ZEROS = new BigInt64Array(BIT_RUN);
+
+/**
+ * `out.fill(one ? 1n : 0n, at, end)` as copies from a constant buffer: the
+ * same elements, ~15–20% faster on long runs into memory not in cache
+ * (`TypedArray.set` is a memmove; `BigInt64Array.fill` stores element by
+ * element). The token mask is 40% of a text group's value.
+ */
+export function fillZeroOrOne(out: BigInt64Array, at: number, end: number, one: boolean): void {
+  const src = one ? INT64_ONES : INT64_ZEROS;
+  while (at < end) {
+    const n = Math.min(BIT_RUN, end - at);
+    out.set(n === BIT_RUN ? src : src.subarray(0, n), at);
+    at += n;
+  }
+}

@@ -50,7 +50,7 @@ export interface TopicSpec {
   configEntries: Array<{ name: string; value: string }>;
 }
 
-/** Every topic with its configuration: partition counts, size limits, cleanup policy. */
+/** Every topic with its configuration: partition counts, size limits, cleanup policy, the packed topic's compression. */
 export function topicSpecs(config: Config): TopicSpec[] {
   const names = topicNames(config.topics.prefix);
   const maxBytes = String(config.kafka.max_message_bytes);
@@ -58,11 +58,13 @@ export function topicSpecs(config: Config): TopicSpec[] {
     { name: 'max.message.bytes', value: maxBytes },
     { name: 'cleanup.policy', value: 'delete' },
   ];
+  const packedCompression = config.topics.packed_compression;
   const specs: TopicSpec[] = (Object.keys(BASE_TOPIC_NAMES) as TopicRole[]).map((role) => ({
     topic: names[role],
     kind: role,
     numPartitions: config.topics.partitions,
-    configEntries: common,
+    configEntries:
+      role === 'packed' ? [...common, { name: 'compression.type', value: packedCompression === 'none' ? 'uncompressed' : packedCompression }] : common,
   }));
   const compacted = [
     { name: 'max.message.bytes', value: maxBytes },

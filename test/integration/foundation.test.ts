@@ -14,7 +14,13 @@ import {
   samplePenalized,
   sampleRow,
 } from '../fixtures/records.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { partitionSizes } from '../../bench/log-sizes.js';
+import { synthesizeGroup } from '../../bench/synthetic-groups.js';
+import { configSchema } from '../../config/schema.js';
+import { packGroup } from '../../processors/pack.js';
+import { SlabPool } from '../../processors/slab.js';
+import { AvroBodyCodec } from '../../streams/codecs/codec.js';
+import { countingDecompressions, testEnv, type TestEnv } from './helpers.js';
 
 let env: TestEnv;
 
@@ -62,15 +68,32 @@ describe('topics and codecs on the real broker and registry', () => {
     const described = await env.admin.describeConfigs({
       includeSynonyms: false,
       resources: [
-        { type: 2, name: names.packed, configNames: ['max.message.bytes', 'cleanup.policy'] },
+        { type: 2, name: names.packed, configNames: ['max.message.bytes', 'cleanup.policy', 'compression.type'] },
         { type: 2, name: names.accumulateChangelog, configNames: ['cleanup.policy'] },
       ],
     });
     const entries = described.resources.map((r) =>
       Object.fromEntries(r.configEntries.map((e) => [e.configName, e.configValue])),
     );
-    expect(entries[0]).toEqual({ 'max.message.bytes': String(env.config.kafka.max_message_bytes), 'cleanup.policy': 'delete' });
+    expect(entries[0]).toEqual({ 'max.message.bytes': String(env.config.kafka.max_message_bytes), 'cleanup.policy': 'delete', 'compression.type': 'zstd' });
     expect(entries[1]).toEqual({ 'cleanup.policy': 'compact' });
+  });
+
+  test('the broker stores rollout.packed zstd-compressed: trainer-wire values take under half their bytes on disk, and read back equal', async () => {
+    const topic = topicNames(env.prefix).packed;
+    const codec = new AvroBodyCodec('packed', { packedWire: 'trainer' });
+    const cfg = configSchema.parse({}).pack;
+    const pool = new SlabPool();
+    const synth = { rows: 4, minTokens: 2048, maxTokens: 8192, routes: null, media: false } as const;
+    // Sent uncompressed, as the pack stage sends them by default (kafka.compression: none).
+    const values = Array.from({ length: 6 }, (_, i) => Buffer.from(codec.packFramed((m) => packGroup(synthesizeGroup(7, i, synth), cfg, m), 1, pool)));
+    const sent = values.reduce((n, v) => n + v.length, 0);
+    const { result: back, batches } = await countingDecompressions('zstd', () => roundTrip(topic, values));
+    expect(back.map((b, i) => b.equals(values[i]!))).toEqual(values.map(() => true));
+    expect(batches, 'batches the consumer decompressed with zstd').toBeGreaterThan(0);
+    const sizes = await partitionSizes(env.admin, env.config.kafka.brokers.join(','), [topic]);
+    const stored = [...sizes.get(topic)!.values()].reduce((n, b) => n + b, 0);
+    expect(stored / sent, `${stored} bytes on disk for ${sent} bytes sent`).toBeLessThan(0.5);
   });
 
   const cases: Array<[TopicRole & RecordKind, () => RecordTypes[RecordKind]]> = [
