@@ -54,6 +54,7 @@ const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
                                [--format row|gym-result] [--intermediate reference|full]
+                               [--packed-compression zstd|lz4|snappy|gzip|none]
                                [--client kafkajs|platformatic] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
@@ -61,7 +62,7 @@ needed; KAFKA_BROKERS to use another) and prints rows/s, tokens/s, MB/s,
 p50/p90/p99/max latency (last row sent → packed record committed), the peak
 RSS of every process (stage processes, this one, the local broker and
 registry), the stage processes' CPU per row while measuring (/proc; steadier
-than rates on a shared machine), the broker's raw throughput for the same
+than rates on a shared machine; also this process's and the local broker's), the broker's raw throughput for the same
 record size (ProducerPerformance), "ratio e2e/raw: <n>" (row MB/s ÷ (raw
 MB/s ÷ 4)), the bytes the broker wrote per topic, and last
 "write amplification: <n>" and "ratio rows/raw: <n>" (row MB/s ÷ raw MB/s).
@@ -86,6 +87,8 @@ replicated cluster. "n/a (reason)" where the broker does not answer it.
 --intermediate M runs the stages with runtime.intermediate_records M:
   reference (the default: group-complete and penalized carry the rows'
   offsets in row-completed) or full (copies of the rows).
+--packed-compression C creates rollout.packed with topics.packed_compression C
+  (default zstd: the broker stores the packed batches compressed; none: as sent).
 --client C runs the stage processes on Kafka client library C (kafka.client:
   kafkajs, the default, or platformatic: @platformatic/kafka); the load
   generator and the readers stay on kafkajs (bench/README.md "Kafka clients").
@@ -325,6 +328,7 @@ export async function main(argv: string[]): Promise<number> {
       wire: { type: 'string', default: 'trainer' },
       format: { type: 'string', default: 'row' },
       intermediate: { type: 'string', default: 'reference' },
+      'packed-compression': { type: 'string', default: 'zstd' },
       client: { type: 'string', default: 'kafkajs' },
       'cpu-prof': { type: 'string' },
       brokers: { type: 'string' },
@@ -346,6 +350,10 @@ export async function main(argv: string[]): Promise<number> {
   if (values.intermediate !== 'reference' && values.intermediate !== 'full') {
     throw new UsageError(`--intermediate must be reference or full, got ${values.intermediate}`);
   }
+  const packedCompressions = ['zstd', 'lz4', 'snappy', 'gzip', 'none'];
+  if (!packedCompressions.includes(values['packed-compression'])) {
+    throw new UsageError(`--packed-compression must be one of ${packedCompressions.join(', ')}, got ${values['packed-compression']}`);
+  }
   if (values.client !== 'kafkajs' && values.client !== 'platformatic') throw new UsageError(`--client must be kafkajs or platformatic, got ${values.client}`);
   if (values.brokers !== undefined && values.brokers !== '1') {
     if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
@@ -356,7 +364,7 @@ export async function main(argv: string[]): Promise<number> {
   if (killAfter !== null && !(killAfter >= 0)) throw new UsageError(`--kill-leader-after must be seconds, got ${values['kill-leader-after']}`);
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
-  const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix]] });
+  const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix], [['topics', 'packed_compression'], values['packed-compression']]] });
   const kafka = createKafka(config.kafka, 'bench');
   const admin = kafka.admin();
   await admin.connect();
@@ -516,6 +524,7 @@ export async function main(argv: string[]): Promise<number> {
   const logBefore = await logSizes();
   const stageCpu0 = stages.map((s) => cpuSeconds(s.child.pid));
   const benchCpu0 = process.cpuUsage();
+  const brokerCpu0 = cpuSeconds(broker);
   t0 = Date.now();
   const failover = killAfter === null ? null : scheduleLeaderKill(admin, names.rowCompleted, killAfter * 1000, Number(values.down) * 1000);
   const sent = await producer.send(source);
@@ -529,6 +538,8 @@ export async function main(argv: string[]): Promise<number> {
   if (progress) clearInterval(progress);
   const seconds = (Date.now() - t0) / 1000;
   const benchCpu = process.cpuUsage(benchCpu0);
+  const brokerCpuEnd = cpuSeconds(broker);
+  const brokerCpu = brokerCpu0 === null || brokerCpuEnd === null ? null : brokerCpuEnd - brokerCpu0;
   const stageCpu = stages.map((s, i) => {
     const end = cpuSeconds(s.child.pid);
     return end === null || stageCpu0[i] == null ? null : end - stageCpu0[i]!;
@@ -587,7 +598,7 @@ export async function main(argv: string[]): Promise<number> {
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
     ...(gymResults ? [`input              GymResults (--format gym-result): ${sent.results} sent, converted back to rows by accumulate`] : []),
     `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
-    `intermediate       ${values.intermediate} (runtime.intermediate_records)`,
+    `intermediate       ${values.intermediate} (runtime.intermediate_records); packed topic compression ${values['packed-compression']}`,
     `kafka client       ${values.client} (kafka.client; stage processes)`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
@@ -606,7 +617,8 @@ export async function main(argv: string[]): Promise<number> {
     ...(stageCpu.every((c) => c !== null) && rows > 0
       ? [
           `stage CPU          ${((stageCpu.reduce((a, c) => a + c!, 0) * 1000) / rows).toFixed(2)} ms/row (${stageCpu.map((c) => `${c!.toFixed(2)} s`).join(' + ')} user+system of the stage process(es) while measuring); ` +
-            `this process (producer, readers) ${((benchCpu.user + benchCpu.system) / 1000 / rows).toFixed(2)} ms/row`,
+            `this process (producer, readers) ${((benchCpu.user + benchCpu.system) / 1000 / rows).toFixed(2)} ms/row` +
+            (brokerCpu === null ? '' : `; broker (JVM) ${((brokerCpu * 1000) / rows).toFixed(2)} ms/row`),
         ]
       : []),
     `RSS peak           ${[...rss.peak].map(([n, kb]) => `${n} ${mib(kb)}`).join('; ')}`,
