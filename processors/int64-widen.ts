@@ -63,7 +63,7 @@ const widenBody = (load: number[]) => [
   0x0b,
 ];
 
-/** A module exporting `widen` over the imported memories (`[module, name]` each, at least `min` pages). */
+/** A module exporting `widen` over the memories it imports as `env.<name>`, in order (memory 0, 1, …). */
 const kernelBytes = (memories: string[], load: number[]) => {
   const body = widenBody(load);
   const imports = memories.flatMap((m) => [...name('env'), ...name(m), 0x02, 0x00, 0x00]);
