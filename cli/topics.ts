@@ -12,11 +12,16 @@ export const topicsCommand: Command = {
   usage: `usage: ./rollout-stream topics <create|list> [--config F] [--prefix P]
 
   create   create missing topics (partitions, size limits, cleanup policy,
-           replication) and register every value schema under <topic>-value
-           with BACKWARD compatibility; running it again changes nothing.
-           Replicas and min.insync.replicas: topics.replication_factor and
+           the packed topic's compression, replication) and register every
+           value schema under <topic>-value with BACKWARD compatibility;
+           running it again changes nothing. Replicas and
+           min.insync.replicas: topics.replication_factor and
            topics.min_insync_replicas, else from the cluster (1 broker: 1/1,
-           3 or more: 3/2); more replicas than live brokers stops with an error
+           3 or more: 3/2); more replicas than live brokers stops with an error.
+           An existing topic is left as it is; a config of it that differs
+           from what create would set now (e.g. compression.type after
+           topics.packed_compression changed) is printed as "differs", with
+           the kafka-configs.sh line that alters it
   list     print the topics and their configs without touching the broker
 
 Options:
@@ -41,6 +46,12 @@ Example: ./rollout-stream topics create --prefix sandbox.`,
       const r = await createTopics(admin, createRegistry(config.kafka), config);
       for (const t of r.created) console.log(`created  ${t}`);
       for (const t of r.existing) console.log(`exists   ${t}`);
+      for (const d of r.differing) {
+        console.log(
+          `differs  ${d.topic} ${d.name}=${d.actual ?? '(not reported)'}, the configuration asks for ${d.wanted}: ` +
+            `kafka-configs.sh --bootstrap-server ${config.kafka.brokers.join(',')} --alter --entity-type topics --entity-name ${d.topic} --add-config ${d.name}=${d.wanted}`,
+        );
+      }
       for (const [subject, id] of Object.entries(r.schemaIds)) console.log(`schema   ${subject} id=${id}`);
       const { replicationFactor: rf, minInsyncReplicas: isr, brokers, source } = r.replication;
       if (r.created.length > 0) {

@@ -298,6 +298,8 @@ export interface OpsAdmin extends KafkaAdmin {
   existingTopics(topics: readonly string[]): Promise<Set<string>>;
   /** Creates `topics` (none of them may exist yet), without waiting for their leaders. */
   createTopics(topics: NewTopic[]): Promise<void>;
+  /** The current values of the configs `names` of each of `topics` (a config the broker does not report is absent). */
+  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>>;
   /**
    * Waits until every partition of `topics` has a leader, also while the
    * broker asked does not know a just-created topic yet. Throws

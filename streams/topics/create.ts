@@ -10,9 +10,39 @@ import { subjectOf, topicSpecs, type TopicSpec } from './names.js';
 export interface CreateTopicsResult {
   created: string[];
   existing: string[];
+  /** Configs of existing topics that differ from what `topics create` would give them now (it changes none). */
+  differing: ConfigDifference[];
   schemaIds: Record<string, number>;
   /** The replication the created topics got, and where it came from. */
   replication: Replication;
+}
+
+export interface ConfigDifference {
+  topic: string;
+  name: string;
+  /** What the topic has (absent: the broker did not report it). */
+  actual: string | undefined;
+  /** What the configuration asks for. */
+  wanted: string;
+}
+
+/**
+ * The configs of `specs`' existing topics that differ from their spec (the
+ * spec's own entries; replication is not compared). `topics create` creates
+ * missing topics only, so a setting changed later — e.g.
+ * `topics.packed_compression` — reaches an existing topic only by an alter.
+ */
+export async function configDifferences(admin: Pick<OpsAdmin, 'topicConfigs'>, specs: readonly TopicSpec[]): Promise<ConfigDifference[]> {
+  const names = [...new Set(specs.flatMap((s) => s.configEntries.map((c) => c.name)))];
+  const actual = await admin.topicConfigs(
+    specs.map((s) => s.topic),
+    names,
+  );
+  return specs.flatMap((s) =>
+    s.configEntries
+      .filter((c) => actual.get(s.topic)?.[c.name] !== c.value)
+      .map((c) => ({ topic: s.topic, name: c.name, actual: actual.get(s.topic)?.[c.name], wanted: c.value })),
+  );
 }
 
 export interface Replication {
@@ -84,9 +114,11 @@ export async function createTopics(admin: OpsAdmin, registry: SchemaRegistryClie
   for (const s of specs) {
     if (s.kind) schemaIds[subjectOf(s.topic)] = await registry.register(subjectOf(s.topic), avroSchema(s.kind));
   }
+  const existing = specs.filter((s) => !created.includes(s.topic));
   return {
     created,
-    existing: specs.filter((s) => !created.includes(s.topic)).map((s) => s.topic),
+    existing: existing.map((s) => s.topic),
+    differing: await configDifferences(admin, existing),
     schemaIds,
     replication,
   };

@@ -65,6 +65,7 @@ describe('topics and codecs on the real broker and registry', () => {
     for (const t of Object.values(names)) expect(listed.has(t)).toBe(true);
     const again = await createTopics(env.opsAdmin, env.registry, env.config);
     expect(again.created).toEqual([]);
+    expect(again.differing).toEqual([]);
     const described = await env.admin.describeConfigs({
       includeSynonyms: false,
       resources: [
@@ -94,6 +95,20 @@ describe('topics and codecs on the real broker and registry', () => {
     const sizes = await partitionSizes(env.admin, env.config.kafka.brokers.join(','), [topic]);
     const stored = [...sizes.get(topic)!.values()].reduce((n, b) => n + b, 0);
     expect(stored / sent, `${stored} bytes on disk for ${sent} bytes sent`).toBeLessThan(0.5);
+  });
+
+  test('topics create leaves an existing topic as it is and reports a config that differs from what it would set now', async () => {
+    const before = await testEnv('foundation-drift', [[['topics', 'packed_compression'], 'none']]);
+    try {
+      const packed = topicNames(before.prefix).packed;
+      const now = configSchema.parse({ ...before.config, topics: { ...before.config.topics, packed_compression: 'zstd' } });
+      const r = await createTopics(before.opsAdmin, before.registry, now);
+      expect(r.created).toEqual([]);
+      expect(r.differing).toEqual([{ topic: packed, name: 'compression.type', actual: 'uncompressed', wanted: 'zstd' }]);
+      expect((await before.opsAdmin.topicConfigs([packed], ['compression.type'])).get(packed)).toEqual({ 'compression.type': 'uncompressed' });
+    } finally {
+      await before.close();
+    }
   });
 
   const cases: Array<[TopicRole & RecordKind, () => RecordTypes[RecordKind]]> = [

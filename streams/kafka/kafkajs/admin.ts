@@ -1,8 +1,10 @@
 /** KafkaAdmin (and OpsAdmin) over the kafkajs admin client: the cluster questions the runtime and the commands ask. */
-import type { Admin, Kafka } from 'kafkajs';
+import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { RolloutStreamError } from '../../../errors/index.js';
 import type { NewTopic, Offset, OpsAdmin, PartitionOffsets } from '../types.js';
 import { kafkaErrorCode } from './errors.js';
+
+const { ConfigResourceTypes } = kafkajs;
 
 async function coded<T>(doing: string, fn: () => Promise<T>): Promise<T> {
   try {
@@ -110,6 +112,19 @@ export class KafkajsAdmin implements OpsAdmin {
           ...(t.configEntries ? { configEntries: t.configEntries } : {}),
         })),
       }),
+    );
+  }
+
+  async topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>> {
+    if (topics.length === 0) return new Map();
+    const described = await coded(`describing the configs of ${topics.join(', ')}`, () =>
+      this.admin.describeConfigs({
+        includeSynonyms: false,
+        resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: [...names] })),
+      }),
+    );
+    return new Map(
+      described.resources.map((r) => [r.resourceName, Object.fromEntries(r.configEntries.map((e) => [e.configName, e.configValue]))]),
     );
   }
 
