@@ -29,6 +29,7 @@ import { parseArgs } from 'node:util';
 import { percentile } from '../tools/percentile.js';
 import { ensureLocalServices, ROOT } from '../tools/local-services.js';
 import { loadConfig } from '../config/load.js';
+import { PACKED_COMPRESSIONS } from '../config/schema.js';
 import {
   asGymResultEvents,
   formatBatchId,
@@ -54,7 +55,7 @@ const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
                                [--format row|gym-result] [--intermediate reference|full]
-                               [--packed-compression zstd|lz4|snappy|gzip|none]
+                               [--packed-compression zstd|lz4|snappy|gzip|none|producer]
                                [--client kafkajs|platformatic] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
@@ -350,9 +351,8 @@ export async function main(argv: string[]): Promise<number> {
   if (values.intermediate !== 'reference' && values.intermediate !== 'full') {
     throw new UsageError(`--intermediate must be reference or full, got ${values.intermediate}`);
   }
-  const packedCompressions = ['zstd', 'lz4', 'snappy', 'gzip', 'none'];
-  if (!packedCompressions.includes(values['packed-compression'])) {
-    throw new UsageError(`--packed-compression must be one of ${packedCompressions.join(', ')}, got ${values['packed-compression']}`);
+  if (!(PACKED_COMPRESSIONS as readonly string[]).includes(values['packed-compression'])) {
+    throw new UsageError(`--packed-compression must be one of ${PACKED_COMPRESSIONS.join(', ')}, got ${values['packed-compression']}`);
   }
   if (values.client !== 'kafkajs' && values.client !== 'platformatic') throw new UsageError(`--client must be kafkajs or platformatic, got ${values.client}`);
   if (values.brokers !== undefined && values.brokers !== '1') {

@@ -154,6 +154,9 @@ export const kafkaConfigSchema = z.strictObject({
   registry_startup_wait_ms: z.number().int().nonnegative().default(30_000),
 });
 
+/** Values of `topics.packed_compression` (Kafka's `compression.type`, `none` for `uncompressed`). */
+export const PACKED_COMPRESSIONS = ['zstd', 'lz4', 'snappy', 'gzip', 'none', 'producer'] as const;
+
 export const topicsConfigSchema = z
   .strictObject({
     prefix: z.string().default(''),
@@ -175,11 +178,11 @@ export const topicsConfigSchema = z
      * client decompresses (librdkafka and kafkajs here read all four codecs).
      * Packed records in the trainer dtypes are redundant (int64 token ids,
      * 0/1 int64 masks, −1 route blocks): zstd stores them in 0.3× their size,
-     * so each row's bytes are written about 1.5× instead of 2.5× (bench/README.md
-     * "Intermediate records by reference"). `none`: stored as sent;
-     * `producer`: whatever the producer sent (`kafka.compression`).
+     * so each row's bytes are written about 1.5× instead of 2.6× (bench/README.md
+     * "Write amplification"). `none`: stored as sent; `producer`: whatever
+     * the producer sent (`kafka.compression`).
      */
-    packed_compression: z.enum(['zstd', 'lz4', 'snappy', 'gzip', 'none', 'producer']).default('zstd'),
+    packed_compression: z.enum(PACKED_COMPRESSIONS).default('zstd'),
   })
   .superRefine((t, ctx) => {
     if (t.replication_factor !== null && t.min_insync_replicas !== null && t.min_insync_replicas > t.replication_factor) {

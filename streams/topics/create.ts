@@ -40,8 +40,8 @@ export async function configDifferences(admin: Pick<OpsAdmin, 'topicConfigs'>, s
   );
   return specs.flatMap((s) =>
     s.configEntries
-      .filter((c) => actual.get(s.topic)?.[c.name] !== c.value)
-      .map((c) => ({ topic: s.topic, name: c.name, actual: actual.get(s.topic)?.[c.name], wanted: c.value })),
+      .map((c) => ({ topic: s.topic, name: c.name, actual: actual.get(s.topic)?.[c.name], wanted: c.value }))
+      .filter((d) => d.actual !== d.wanted),
   );
 }
 

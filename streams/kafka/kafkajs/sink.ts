@@ -248,8 +248,9 @@ export class KafkajsEveryPartitionSink implements IdempotentSink {
 
   async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {
     const byTopic = new Map<string, Array<{ message: PlacedMessage; at: number }>>();
+    const partitionsOf = (topic: string) => this.partitionsOf(topic);
     for (const [at, r] of records.entries()) {
-      const partition = await placeRecord(r, (topic) => this.partitionsOf(topic));
+      const partition = await placeRecord(r, partitionsOf);
       const list = byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!;
       list.push({ message: { key: r.key, value: r.value, partition, ...(r.headers ? { headers: r.headers } : {}) }, at });
     }
