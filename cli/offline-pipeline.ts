@@ -5,10 +5,11 @@
  * routes records between them and turns bad input into dead letters.
  *
  * It agrees with the Kafka stages on errors: a processor's dead-letter
- * decisions and pack's `PackError` are dead letters; any other exception
- * (a bug) follows `runtime.poison.policy` without retries (nothing here
- * could make a second try differ): `dead-letter` writes it at once as
- * `processing_error`, `stop` ends the run with a non-zero exit.
+ * decisions and its coded verdicts (pack's `PackError`) are dead letters;
+ * any other exception (a bug) follows `runtime.poison.policy` without
+ * retries (nothing here could make a second try differ): `stop` (the
+ * default) ends the run with a non-zero exit, `dead-letter` writes it at
+ * once as `processing_error`.
  *
  * Offline time stands still (now = 0): nothing times out, a BatchEnd with a
  * zero grace closes its batch at once, and end of input acts as BatchEnd for
@@ -28,8 +29,7 @@ import {
 import { ingestGymResult } from '../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { packGroup } from '../processors/pack.js';
-import { PackError } from '../processors/pack-error.js';
-import { RolloutStreamError } from '../errors/index.js';
+import { isVerdict, RolloutStreamError } from '../errors/index.js';
 import {
   computeBatchMetrics,
   postprocessGroup,
@@ -198,7 +198,7 @@ export class OfflinePipeline {
     try {
       result = postprocessGroup(group, this.postprocessConfig);
     } catch (e) {
-      this.unexpected('postprocess', group, e);
+      if (!isVerdict(e)) this.unexpected('postprocess', group, e);
       this.deadLetter(groupLetter(group, 'processing_error', `postprocess failed: ${(e as Error).message}`));
       return;
     }
@@ -224,7 +224,7 @@ export class OfflinePipeline {
     try {
       packed = packGroup(group, this.config.pack);
     } catch (e) {
-      if (!(e instanceof PackError)) this.unexpected('pack', group, e);
+      if (!isVerdict(e)) this.unexpected('pack', group, e);
       this.deadLetter(groupLetter(group, 'processing_error', `pack failed: ${(e as Error).message}`));
       return;
     }

@@ -223,14 +223,17 @@ export const runtimeConfigSchema = z.strictObject({
   /** A stage that is behind on its input and has committed nothing for this long logs a warning (checked every 5 s). */
   stall_warn_ms: z.number().int().min(1_000).default(30_000),
   /**
-   * A record a stage keeps throwing on (an exception, not a dead-letter
-   * decision): after `attempts` failures, `backoff_ms` apart and doubling,
-   * `dead-letter` writes it as a `processing_error` dead letter and goes on;
-   * `stop` pauses its partition and /healthz answers 503 `stopped_by_policy`.
+   * A record a stage keeps throwing on with a bug (an exception of our code
+   * that is no verdict on the record: a TypeError, any Error without one of
+   * our poison codes): after `attempts` failures, `backoff_ms` apart and
+   * doubling, `stop` (the default: bugs are not data) pauses its partition
+   * and /healthz answers 503 `stopped_by_policy`; `dead-letter` writes it as
+   * a `processing_error` dead letter and goes on. A verdict thrown as one of
+   * our coded poison errors is a dead letter at once under either policy.
    */
   poison: nullable(
     z.strictObject({
-      policy: z.enum(['dead-letter', 'stop']).default('dead-letter'),
+      policy: z.enum(['dead-letter', 'stop']).default('stop'),
       attempts: z.number().int().min(1).max(100).default(3),
       backoff_ms: z.number().int().min(0).max(600_000).default(1_000),
     }),

@@ -9,9 +9,11 @@
  *   task, rebuild it (fence, restore), re-read from the committed offset.
  * - `fatal`: the process stops with a non-zero exit (503 on /healthz until then).
  * - `poison`: one record. The dead-letter reasons are written at once as the
- *   processor decided; `processing_error` (any other exception while a stage
- *   processes a record) goes through the per-record policy
- *   (`runtime.poison`: dead-letter after N attempts, or stop the partition).
+ *   processor decided, and so is a coded poison error a processor throws (a
+ *   verdict, `isVerdict`); `processing_error` (any other exception while a
+ *   stage processes a record: a bug) goes through the per-record policy
+ *   (`runtime.poison`: stop the partition after N attempts, by default, or
+ *   dead-letter it).
  *
  * The dead-letter reasons (`DEAD_LETTER_REASONS`) are poison codes;
  * `processors/types.ts`'s `DeadLetterReason` is derived from them.

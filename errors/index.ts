@@ -28,6 +28,18 @@ export class RolloutStreamError extends Error {
   }
 }
 
+/**
+ * Whether a processor's exception is a verdict on its record: one of our
+ * coded errors of kind poison (a dead-letter reason, a PackError's code, a
+ * publisher's validation failure), which says the same about the record
+ * every time. Anything else (TypeError, RangeError, ReferenceError, any Error
+ * without our code, a thrown non-Error, `processing_error` itself, a coded
+ * error of another kind) is a bug or a failure of something else, not data.
+ */
+export function isVerdict(e: unknown): boolean {
+  return e instanceof RolloutStreamError && e.kind === 'poison' && e.code !== 'processing_error';
+}
+
 /** A configuration that cannot run. `path` names the offending key, e.g. `postprocess.reward_penalties.token_ids.unwanted`. */
 export class ConfigError extends RolloutStreamError {
   readonly path: string;

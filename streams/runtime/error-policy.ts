@@ -8,7 +8,9 @@
  * task's: a task is rebuilt after every failure, and the attempts must
  * outlive that (a process restart starts counting again).
  */
-import { ERROR_CODES, foreignErrorCode, RolloutStreamError, type ErrorCode, type ErrorKind } from '../../errors/index.js';
+import { DEAD_LETTER_REASONS, ERROR_CODES, foreignErrorCode, isVerdict, RolloutStreamError, type DeadLetterCode, type ErrorCode, type ErrorKind } from '../../errors/index.js';
+
+export { isVerdict } from '../../errors/index.js';
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
 import { sourceOf, type InputRecord } from '../api/stage.js';
 
@@ -18,7 +20,12 @@ export interface Classified {
 }
 
 export interface PoisonPolicy {
-  /** `dead-letter`: write a `processing_error` dead letter after `attempts` and go on; `stop`: pause the partition. */
+  /**
+   * For a bug (an exception that is no verdict, isVerdict): `stop` pauses the
+   * partition after `attempts`; `dead-letter` writes a `processing_error`
+   * dead letter and goes on. A verdict is dead-lettered at its first failure
+   * under either.
+   */
   policy: 'dead-letter' | 'stop';
   /** Failures of one record before the policy applies (>= 1). */
   attempts: number;
@@ -99,20 +106,21 @@ export class AttemptBook {
     return this.attempts.size;
   }
 
-  /** Counts a failure of `id`; `exhausted`: the policy applies now. */
+  /** Counts a failure of `id`; `exhausted`: the policy applies now (at once for a verdict: another try would say the same). */
   fail(id: string, error: unknown): { failures: number; exhausted: boolean; backoffMs: number } {
     const a = this.attempts.get(id) ?? { failures: 0, error };
     a.failures += 1;
     a.error = error;
     this.attempts.set(id, a);
-    const exhausted = a.failures >= this.policy.attempts;
+    const exhausted = isVerdict(error) || a.failures >= this.policy.attempts;
     const backoffMs = Math.min(this.policy.backoff_ms * 2 ** Math.min(a.failures - 1, 30), Math.max(this.policy.backoff_ms, MAX_BACKOFF_MS));
     return { failures: a.failures, exhausted, backoffMs: exhausted ? 0 : backoffMs };
   }
 
-  /** `process` (not failed often enough yet), or the policy to apply instead of processing it again. */
+  /** `process` (not failed often enough yet), or the policy to apply instead of processing it again (a verdict: its dead letter). */
   verdict(id: string): 'process' | 'dead-letter' | 'stop' {
     const a = this.attempts.get(id);
+    if (a && isVerdict(a.error)) return 'dead-letter';
     if (!a || a.failures < this.policy.attempts) return 'process';
     return this.policy.policy;
   }
@@ -148,14 +156,16 @@ export function recordId(head: string, node: string, r: InputRecord, byKey: bool
 }
 
 /**
- * The dead letter the `dead-letter` policy writes for a record its stage
- * failed on `failures` times: reason `processing_error`, the last error's
- * code, message and first stack frame, and the input record with its bytes.
+ * The dead letter written for a record its stage failed on `failures` times:
+ * reason `processing_error` (or the verdict's own code when it is a
+ * dead-letter reason), the last error's code, message and first stack frame,
+ * and the input record with its bytes.
  */
 export function processingErrorLetter(stage: string, r: InputRecord, error: unknown, failures: number, nowMs: number): DeadLetterRecord {
   const key = r.key ? r.key.toString('utf8') : null;
+  const own = isVerdict(error) ? (DEAD_LETTER_REASONS as readonly string[]).find((c) => c === (error as RolloutStreamError).code) : undefined;
   return {
-    reason: 'processing_error',
+    reason: (own as DeadLetterCode | undefined) ?? 'processing_error',
     message: `${stage} failed ${failures} time(s) on ${r.topic} partition ${r.partition} offset ${r.offset}: ${describeError(error)}`,
     stage,
     group_id: key,

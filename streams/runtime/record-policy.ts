@@ -6,7 +6,7 @@
  * a record at its limit gets the policy instead of another call.
  */
 import { emptyOutput, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
-import { AttemptBook, describeError, processingErrorLetter, ProcessingFailure, recordId, type PoisonPolicy } from './error-policy.js';
+import { AttemptBook, describeError, isVerdict, processingErrorLetter, ProcessingFailure, recordId, type PoisonPolicy } from './error-policy.js';
 import type { Logger } from './logger.js';
 
 /** `isolating` mark of a partition whose timer tick failed downstream: no input range, the next tick and batch go record by record. */
@@ -111,8 +111,8 @@ export class RecordPolicy {
    * A processor threw on `f.records` of a batch ending at `lastOfBatch`
    * (TICK_ISOLATION for a tick). The partition is isolated up to there; with
    * one record (or a tick) its failures are counted. Says what to do next:
-   * `stop` the partition (policy stop, or a tick at its limit), or rebuild
-   * after `waitMs`.
+   * `stop` the partition (a bug under policy stop, or a tick at its limit),
+   * or rebuild after `waitMs` (none for a verdict: its dead letter is next).
    */
   failed(partition: number, f: ProcessingFailure, lastOfBatch: bigint): { action: 'stop'; reason: string } | { action: 'retry'; waitMs: number } {
     const isolateTo = this.isolating.get(partition);
@@ -130,12 +130,19 @@ export class RecordPolicy {
     const { failures, exhausted, backoffMs } = this.attempts.fail(id, f.cause);
     const where = r ? `${r.topic} partition ${r.partition} offset ${r.offset}${r.key ? ` (key ${r.key.toString('utf8')})` : ''}` : 'its timer tick';
     this.log.warn(`${this.chainName}: ${f.stage} failed on ${where} (attempt ${failures} of ${policy.attempts}): ${describeError(f.cause)}`);
-    // A tick has no record to dead-letter: it stops the partition under either policy.
-    if (exhausted && (policy.policy === 'stop' || !r)) {
+    // A verdict is a dead letter under either policy; a bug stops the partition under `stop`. A tick has no record to dead-letter: it stops under either.
+    const verdict = isVerdict(f.cause);
+    if (exhausted && ((policy.policy === 'stop' && !verdict) || !r)) {
       this.isolating.delete(partition);
       return { action: 'stop', reason: `${f.stage} failed ${failures} time(s) on ${where}: ${describeError(f.cause)}` };
     }
-    if (exhausted) this.log.warn(`${this.chainName}: ${f.stage}: dead-lettering ${where} as processing_error (runtime.poison.policy: dead-letter)`);
+    if (exhausted) {
+      this.log.warn(
+        verdict
+          ? `${this.chainName}: ${f.stage}: dead-lettering ${where}: the processor's verdict on it (not retried)`
+          : `${this.chainName}: ${f.stage}: dead-lettering ${where} as processing_error (runtime.poison.policy: dead-letter)`,
+      );
+    }
     return { action: 'retry', waitMs: backoffMs };
   }
 }

@@ -58,7 +58,7 @@ export interface StageRunnerOptions {
    * started later begin exactly where the fused steps stopped.
    */
   downstream?: Array<{ stage: Stage; groupId: string }>;
-  /** What to do with a record whose processing keeps throwing (runtime.poison; default: dead-letter after 3 attempts, 1 s backoff). */
+  /** What to do with a record whose processing keeps throwing (runtime.poison; default: a bug stops the partition after 3 attempts, 1 s backoff). */
   poison?: PoisonPolicy;
   /** Called once when the runner hits a fatal error (the process should stop with a non-zero exit). */
   onFatal?: (e: RolloutStreamError) => void;
@@ -87,7 +87,7 @@ export class StageRunner {
     const admin = deferredAdmin(() => this.admin);
     const stallWarnMs = o.stallWarnMs ?? STALL_WARN_MS_DEFAULT;
     this.health = new HealthTracker(chainName, stallWarnMs);
-    const policy = new RecordPolicy(o.poison ?? { policy: 'dead-letter', attempts: 3, backoff_ms: 1_000 }, o.stage.name, chainName, o.log);
+    const policy = new RecordPolicy(o.poison ?? { policy: 'stop', attempts: 3, backoff_ms: 1_000 }, o.stage.name, chainName, o.log);
     const writer = new TransactionWriter({
       chainName,
       deadLetterTopic: o.deadLetterTopic,
