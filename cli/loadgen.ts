@@ -80,8 +80,13 @@ const FLAGS = {
   quiet: { type: 'boolean' },
 } as const;
 
+/** A run id part no other run has: the time in base 36 and 4 random hex digits (two runs in one millisecond differ too). */
+export function uniqueRunIdPart(): string {
+  return `${Date.now().toString(36)}${randomUUID().slice(0, 4)}`;
+}
+
 /** Parses and validates the flags (sizes, profile, fault spec) before anything is produced. */
-export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = () => Date.now().toString(36)): LoadgenArgs {
+export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = uniqueRunIdPart): LoadgenArgs {
   const { values } = parseFlags(argv, FLAGS);
   const profileName = (values.profile ?? 'default') as ProfileName;
   const profile = PROFILES[profileName];
@@ -91,6 +96,8 @@ export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = () 
   const rate = positiveFlag('rate', values.rate);
   const format = values.format ?? 'row';
   if (format !== 'row' && format !== 'gym-result') throw new UsageError(`--format must be row or gym-result, got ${format}`);
+  // A dry run is reproducible; a live run gets fresh ids so it never collides with an earlier one.
+  const runId = values['run-id'] ?? (dryRun ? `lg${seed}` : `lg${seed}-${uniqueRunId()}`);
   const options: LoadgenOptions = {
     batches: intFlag('batches', values.batches, 3),
     groupsPerBatch: intFlag('groups', values.groups, profile.groupsPerBatch, 1),
@@ -98,8 +105,10 @@ export function parseLoadgenArgs(argv: string[], uniqueRunId: () => string = () 
     seed,
     profile: profileName,
     faults: parseFaultSpec(values.faults ?? ''),
-    // A dry run is reproducible; a live run gets fresh group ids so it never collides with an earlier one.
-    runId: values['run-id'] ?? (dryRun ? `lg${seed}` : `lg${seed}-${uniqueRunId()}`),
+    runId,
+    // Batch ids too: accumulate remembers a BatchEnd by batch id (a second run's `b000001` would be over
+    // at once) and batch metrics aggregate by it. Given the same --run-id, the ids are the same.
+    batchIdPrefix: runId,
     ...(rate !== null ? { rowsPerSecond: rate } : {}),
   };
   try {
@@ -271,7 +280,9 @@ Options:
                    (row faults per row, group faults per group; default none)
   --seed S         seed (default 1); same seed and options → same rows
   --profile P      ${Object.keys(PROFILES).join(' | ')} (default default)
-  --run-id ID      group id prefix (default lg<seed>-<time> live, lg<seed> for --dry-run)
+  --run-id ID      prefix of every group and batch id (<run>-b000001-g0003, <run>-b000001);
+                   default lg<seed>-<time><random> live, so runs on one prefix never share
+                   a batch; lg<seed> for --dry-run
   --format F       row (default) | gym-result: send each row as the raw NeMo-Gym result
                    (SPEC §2.1) that accumulate converts back into the row's generated
                    turns: token ids and logprobs on the output items, routes as nrlre1
@@ -292,7 +303,7 @@ Examples:
   ./rollout-stream loadgen --profile small --batches 1 --dry-run | ./rollout-stream offline all
   ./rollout-stream loadgen --profile router-replay --format gym-result --batches 2 --groups 4`,
   async run(argv) {
-    const args = parseLoadgenArgs(argv, () => `${Date.now().toString(36)}${randomUUID().slice(0, 4)}`);
+    const args = parseLoadgenArgs(argv);
     const { config } = loadOpsConfig(args);
     const stop = { requested: false };
     const onSignal = () => {

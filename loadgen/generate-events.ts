@@ -32,6 +32,13 @@ export interface LoadgenOptions {
   shape?: ShapeOverrides;
   /** Prefix of every group id; must be unique per run on a shared topic. Default `lg<seed>`. */
   runId?: string;
+  /**
+   * Prefix of every batch id (`<prefix>-b000001`). Accumulate remembers a
+   * batch's BatchEnd and batch metrics aggregate by batch id, so runs sharing
+   * a topic need their own batch ids too: the loadgen command passes its run
+   * id. Default none (`b000001`). Group ids stay `<run>-b000001-g0003` either way.
+   */
+  batchIdPrefix?: string;
   /** Row rate the delay hints model. Default: the profile's. */
   rowsPerSecond?: number;
   /** Out-of-order window in groups. Default: the profile's. 0 sends rows in order. */
@@ -47,9 +54,10 @@ export interface LoadgenOptions {
 /** 2023-11-14T22:13:20Z: an arbitrary fixed origin for `produced_at`. */
 export const DEFAULT_START_TIME_MS = 1_700_000_000_000;
 
-/** `b000001` for 1. */
-export function formatBatchId(batchNumber: number): string {
-  return `b${String(batchNumber).padStart(6, '0')}`;
+/** `b000001` for 1; `<prefix>-b000001` with a prefix. */
+export function formatBatchId(batchNumber: number, prefix?: string | null): string {
+  const id = `b${String(batchNumber).padStart(6, '0')}`;
+  return prefix ? `${prefix}-${id}` : id;
 }
 
 /** `<run>-b000001-g0003` for run, batch 1, group 3. */
@@ -77,6 +85,7 @@ export interface ResolvedLoadgenOptions {
   shape: RowShape;
   faults: FaultSpec;
   runId: string;
+  batchIdPrefix: string | null;
   rowsPerSecond: number;
   reorderWindowGroups: number;
   firstBatch: number;
@@ -115,6 +124,7 @@ export function resolveLoadgenOptions(opts: LoadgenOptions): ResolvedLoadgenOpti
     shape: resolveShape(profile, opts.shape),
     faults,
     runId: opts.runId ?? `lg${opts.seed}`,
+    batchIdPrefix: opts.batchIdPrefix ?? null,
     rowsPerSecond,
     reorderWindowGroups,
     firstBatch,
@@ -140,8 +150,8 @@ function* run(cfg: ResolvedLoadgenOptions): Generator<LoadgenEvent> {
   let lastTime = cfg.startTimeMs;
   for (let b = 0; b < cfg.batches; b++) {
     const batchNumber = cfg.firstBatch + b;
-    const batchId = formatBatchId(batchNumber);
-    const groupIds = Array.from({ length: groupsPerBatch }, (_, gi) => formatGroupId(cfg.runId, batchId, gi));
+    const batchId = formatBatchId(batchNumber, cfg.batchIdPrefix);
+    const groupIds = Array.from({ length: groupsPerBatch }, (_, gi) => formatGroupId(cfg.runId, formatBatchId(batchNumber), gi));
     const schedule = scheduleBatch({
       seed,
       batchNumber,

@@ -5,6 +5,7 @@ import { collectExpectations, FAULT_KINDS, generateEvents } from '../../loadgen/
 import { TopicCodec } from '../../streams/codecs/codec.js';
 import { subjectOf } from '../../streams/topics/names.js';
 import { opsEnv, type OpsEnv } from './ops-fixture.js';
+import { readTopic } from './topic-reader.js';
 
 let env: OpsEnv;
 
@@ -62,6 +63,36 @@ describe('the loadgen command', () => {
       const d = dead.find((x) => x.record.reason === 'incomplete_group' && x.record.group_id === e.group_id)!;
       expect(d.record.missing_row_indices).toEqual(e.missing_row_indices);
     }
+  });
+
+  test('two loadgen runs on the same prefix, each with its own default run id, have every group of both packed and no dead letter', async () => {
+    // Paced, so that groups stay open across polls: a batch id the first run already ended would expire them at once.
+    const args = ['loadgen', '--profile', 'small', '--batches', '2', '--groups', '3', '--generations', '4', '--seed', '5', '--rate', '60', '--prefix', env.prefix];
+    const runIds: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const run = await launcher(args);
+      expect(run.code, run.stderr).toBe(0);
+      runIds.push(/loadgen summary \(run id (\S+) →/.exec(run.stdout)![1]!);
+    }
+    expect(new Set(runIds).size, 'each run has its own run id').toBe(2);
+    // The rows the runs sent: the same seed and flags, under each run's id.
+    const groups = runIds.flatMap((runId) => [...generateEvents({ ...parseLoadgenArgs([...args.slice(1), '--run-id', runId]).options })]).flatMap((e) => (e.kind === 'row' ? [e.row] : []));
+    const wanted = new Set(groups.map((r) => r.group_id));
+    expect(wanted.size).toBe(12);
+    const ours = (key: string | null) => key !== null && runIds.some((id) => key.startsWith(`${id}-`));
+    const packed = await readTopic(env.kafka, env.names.packed, (rs) => new Set(rs.filter((r) => ours(r.key)).map((r) => r.key)).size >= wanted.size, {
+      timeoutMs: 90_000,
+      settleMs: 300,
+    }).catch((e: Error) => e);
+    // The grace (300 ms) is over by now: a group expired by the other run's BatchEnd would have dead-lettered.
+    const dead = await readTopic(env.kafka, env.names.deadLetter, () => true, { settleMs: 2_000 });
+    const dlCodec = new TopicCodec('deadLetter', subjectOf(env.names.deadLetter), env.registry);
+    const deadOurs = (await Promise.all(dead.map((r) => dlCodec.decode(r.value)))).filter((d) => ours(d.group_id));
+    expect(deadOurs.map((d) => `${d.reason}:${d.group_id}`)).toEqual([]);
+    expect(packed instanceof Error ? packed.message : packed.filter((r) => ours(r.key)).map((r) => r.key).sort()).toEqual([...wanted].sort());
+    // Each run's batches are its own (batch state and batch metrics are keyed by batch id).
+    const batches = new Set(groups.map((r) => r.batch_id));
+    expect(batches.size, `batch ids of the two runs: ${[...batches].join(', ')}`).toBe(4);
   });
 
   test('loadgen refuses a malformed fault spec before producing anything', async () => {

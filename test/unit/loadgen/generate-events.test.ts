@@ -7,6 +7,7 @@ import {
   type LoadgenOptions,
 } from '../../../loadgen/index.js';
 import type { RolloutRow } from '../../../processors/types.js';
+import { parseLoadgenArgs } from '../../../cli/loadgen.js';
 
 const SMALL: LoadgenOptions = { batches: 2, groupsPerBatch: 4, generations: 4, seed: 42, profile: 'small' };
 
@@ -57,6 +58,27 @@ describe('generateEvents', () => {
     const keys = rows.map((r) => `${r.group_id}/${r.row_index}`);
     expect(new Set(keys).size).toBe(2 * 4 * 4);
     expect(rows.filter((r) => r.batch_id === 'b000007')).toHaveLength(16);
+  });
+
+  test('with a batch id prefix, batch ids are <prefix>-b000001 and everything else is as without', () => {
+    const plain = [...generateEvents({ ...SMALL, runId: 'runA' })];
+    const scoped = [...generateEvents({ ...SMALL, runId: 'runA', batchIdPrefix: 'runA' })];
+    const ids = scoped.flatMap((e) => (e.kind === 'row' ? [e.row.batch_id] : e.kind === 'batch_end' ? [e.end.batch_id] : []));
+    expect(new Set(ids)).toEqual(new Set(['runA-b000001', 'runA-b000002']));
+    const unscope = (b: string) => b.replace(/^runA-/, '');
+    expect(rowsOf(scoped).map((r) => ({ ...r, batch_id: unscope(r.batch_id) }))).toEqual(rowsOf(plain));
+    expect(rowsOf(scoped).map((r) => r.group_id)).toEqual(rowsOf(plain).map((r) => r.group_id));
+  });
+
+  test('the loadgen command derives batch ids from the run id: unique per live run, the same for the same --run-id', () => {
+    const live = ['--profile', 'small', '--batches', '1', '--groups', '2'];
+    const batchIds = (argv: string[]) => new Set(rowsOf([...generateEvents(parseLoadgenArgs(argv).options)]).map((r) => r.batch_id));
+    const [a, b] = [parseLoadgenArgs(live).options, parseLoadgenArgs(live).options];
+    expect(a.runId).not.toBe(b.runId);
+    expect([...batchIds(live)][0]).not.toBe([...batchIds(live)][0]);
+    expect(batchIds([...live, '--run-id', 'r7'])).toEqual(new Set(['r7-b000001']));
+    expect(batchIds([...live, '--run-id', 'r7'])).toEqual(batchIds([...live, '--run-id', 'r7']));
+    expect(batchIds([...live, '--dry-run'])).toEqual(new Set(['lg1-b000001']));
   });
 
   test('each BatchEnd follows all rows of its batch and its num_rows equals them', () => {
