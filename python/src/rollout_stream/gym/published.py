@@ -1,0 +1,146 @@
+"""Which rows of a batch are already on ``rollout.row-completed`` (for re-running a batch after a crash).
+
+A real policy samples: running a rollout again gives a different row for the
+same index, which accumulate refuses as ``duplicate_row_index``. So a
+collector that starts a batch again first reads back the row indices this
+batch already has on the topic, and runs only the others.
+
+Only the partitions that hold the batch's groups are read (the publishers key
+by group id and place keys as Kafka's Java client does), from a start time
+(``since_ms``; default the beginning) to their current end; of each record
+only the key and the leading fields of its value are looked at
+(``batch_id``, ``group_id``, ``group_index``, ``row_index`` lead both the
+``RolloutRow`` and the ``GymResult`` branch of the row-completed schema).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Iterable, Mapping
+
+from ..errors import BrokerUnavailableError, KafkaOperationError
+from ..framing import HEADER_SIZE
+from ..partitioner import partition_for_key
+
+BATCH_END_BRANCH = 1  # index of BatchEnd in row-completed's event union
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _string(buf: bytes, pos: int) -> tuple[str, int]:
+    n, pos = _varint(buf, pos)
+    return buf[pos : pos + n].decode("utf-8"), pos + n
+
+
+def row_identity(value: bytes) -> tuple[str, str, int] | None:
+    """``(batch_id, group_id, row_index)`` of a row-completed value; ``None`` for a ``BatchEnd``.
+
+    Raises:
+        ValueError: Too short or not Confluent-framed.
+    """
+    if len(value) < HEADER_SIZE + 1 or value[0] != 0:
+        raise ValueError("not a Confluent-framed Avro value")
+    branch, pos = _varint(value, HEADER_SIZE)
+    if branch == BATCH_END_BRANCH:
+        return None
+    batch_id, pos = _string(value, pos)
+    group_id, pos = _string(value, pos)
+    _group_index, pos = _varint(value, pos)
+    row_index, _ = _varint(value, pos)
+    return batch_id, group_id, row_index
+
+
+def published_row_indices(
+    brokers: str,
+    topic: str,
+    batch_id: str,
+    group_ids: Iterable[str],
+    *,
+    since_ms: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    timeout: float = 30.0,
+) -> set[int]:
+    """The row indices of ``batch_id`` whose rows (of the given groups) are on ``topic`` now.
+
+    Raises:
+        BrokerUnavailableError: No broker answered.
+        KafkaOperationError: The topic does not exist.
+    """
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    groups = {g.encode() for g in group_ids}
+    c = Consumer(
+        {
+            **dict(config or {}),
+            "bootstrap.servers": brokers,
+            "group.id": f"rollout-stream-collect-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 64 << 20,
+            "max.partition.fetch.bytes": 64 << 20,
+        }
+    )
+    try:
+        try:
+            md = c.list_topics(topic, timeout=timeout)
+        except KafkaException as e:
+            raise BrokerUnavailableError(f"no Kafka broker answered at {brokers} ({e})", cause=e) from e
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise KafkaOperationError(f"topic {topic} is not usable at {brokers}", topic=topic)
+        n = len(t.partitions)
+        parts = sorted({partition_for_key(g, n) for g in groups})
+        starts: dict[int, int] = {}
+        if since_ms is not None:
+            for tp in c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts], timeout=timeout):
+                starts[tp.partition] = tp.offset
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in parts}
+        todo = {}
+        for p in parts:
+            lo = starts.get(p, 0)
+            lo = ends[p] if lo < 0 else lo  # no record at or after since_ms
+            if lo < ends[p]:
+                todo[p] = (lo, ends[p])
+        found: set[int] = set()
+        if not todo:
+            return found
+        c.assign([TopicPartition(topic, p, lo) for p, (lo, _) in todo.items()])
+        deadline = time.monotonic() + timeout
+        while todo:
+            m = c.poll(0.5)
+            if m is None:
+                if time.monotonic() > deadline:
+                    raise KafkaOperationError(
+                        f"reading back batch {batch_id} from {topic}: partitions {sorted(todo)} did not reach their end "
+                        f"within {timeout} s (an open transaction on the topic?)",
+                        topic=topic,
+                    )
+                # read_committed stops short of control records at the end: check the position.
+                for p in list(todo):
+                    pos = c.position([TopicPartition(topic, p)])[0].offset
+                    if pos >= todo[p][1]:
+                        del todo[p]
+                continue
+            if m.error():
+                continue
+            deadline = time.monotonic() + timeout
+            p = m.partition()
+            if m.key() in groups and m.value():
+                ident = row_identity(m.value())
+                if ident is not None and ident[0] == batch_id:
+                    found.add(ident[2])
+            if p in todo and m.offset() + 1 >= todo[p][1]:
+                del todo[p]
+        return found
+    finally:
+        c.close()

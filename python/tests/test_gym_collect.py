@@ -1,0 +1,282 @@
+"""NeMo-Gym itself drives the pipeline (SPEC §2.1, §2.3), on the real broker and registry.
+
+NeMo-Gym's own servers from the PyPI package (head server, `vllm_model` with
+token ids, `simple_agent` over the `example_single_tool_call` and the
+`example_multi_step` resource servers; tools/gym/servers.py starts them on
+127.0.0.1 without Ray) answer with a toy policy (tools/gym/toy_policy.py)
+that records every prompt it tokenized and every token it generated.
+`python -m rollout_stream collect` (in NeMo-Gym's venv, through NeMo-Gym's
+own client) publishes the results; `./rollout-stream run` packs them; the
+trainer's `PackedConsumer` + `feed` receives them. Checked: every group
+once; every trainable turn's token ids and logprobs are exactly what the
+policy generated, in order, with the token mask on exactly those
+positions; the prompt tokens are what it tokenized; rewards are the
+resource servers' verify rewards; the packed values equal `offline all` of
+the published GymResults. Then: `collect` SIGKILLed in the middle of a batch
+and run again (the policy samples, so a second run of a rollout would be a
+different row): nothing lost, nothing duplicated; and a prompt the policy
+always fails: its group is an `incomplete_group` dead letter naming the
+missing rows, the other group of the batch is packed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import fastavro
+import numpy as np
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from rollout_stream import PackedConsumer, feed
+from rollout_stream import row_completed_schema
+from rollout_stream.encode import encode_packed_value
+from rollout_stream.framing import HEADER_SIZE
+from rollout_stream.json_form import record_from_json
+
+from test_publisher_pipeline import end_offsets, launcher, read_all, wait_for_line
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "tools" / "gym"
+GENERATIONS = 3
+FAIL_MARK = "FAIL-THIS-PROMPT"
+
+
+def gym_python() -> str:
+    out = subprocess.run([str(ROOT / "scripts" / "gym-env.sh"), "--print"], capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, f"NeMo-Gym's environment did not install: {out.stderr[-3000:]}"
+    return out.stdout.strip().splitlines()[-1]
+
+
+def gym_tasks() -> list[dict]:
+    """One task of each resource server, from the installed package's own example data."""
+    py = gym_python()
+    site = subprocess.run([py, "-c", "import nemo_gym, pathlib; print(pathlib.Path(nemo_gym.__file__).parents[1])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    tasks = []
+    for server, agent, line in [("example_single_tool_call", "example_single_tool_call_simple_agent", 0),
+                                ("example_multi_step", "example_multi_step_simple_agent", 1)]:
+        rows = Path(site, "resources_servers", server, "data", "example.jsonl").read_text().splitlines()
+        task = json.loads(rows[line])
+        task["agent_ref"] = {"name": agent}
+        tasks.append(task)
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def gym(tmp_path_factory):
+    """The toy policy and NeMo-Gym's servers in front of it; yields (head URL, policy record file, gym python)."""
+    d = tmp_path_factory.mktemp("gym")
+    py = gym_python()
+    record = d / "policy.jsonl"
+    policy = subprocess.Popen([sys.executable, str(TOOLS / "toy_policy.py"), "--port", "0", "--seed", "11",
+                               "--record", str(record), "--fail-on", FAIL_MARK, "--fail-seed", "1"], stdout=subprocess.PIPE, text=True)
+    url = wait_for_line(policy, r"^listening ", 30).split()[1]
+    servers = subprocess.Popen([py, str(TOOLS / "servers.py"), "--policy-url", f"{url}/v1", "--log-dir", str(d / "logs")],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        head = wait_for_line(servers, r"^ready ", 180).split()[1]
+        yield head, record, py
+    finally:
+        for p in (servers, policy):
+            p.send_signal(signal.SIGTERM)
+        for p in (servers, policy):
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def pipeline(kafka_env, tmp_path):
+    prefix = f"pygym{uuid.uuid4().hex[:8]}."
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"accumulate": {"batch_end_grace_ms": 300}}))
+    env = {**os.environ, "KAFKA_BROKERS": kafka_env.brokers, "SCHEMA_REGISTRY_URL": kafka_env.registry_url,
+           "TOPIC_PREFIX": prefix, "ROLLOUT_STREAM_CONFIG": str(config)}
+    launcher(env, "topics", "create")
+    log = open(tmp_path / "run.log", "w")
+    run = subprocess.Popen([str(ROOT / "rollout-stream"), "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield env, prefix, config
+    finally:
+        run.send_signal(signal.SIGTERM)
+        try:
+            run.wait(30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+        log.close()
+
+
+def collect(py: str, env: dict, head: str, tasks: Path, batch: str, *extra: str, check: bool = True) -> dict:
+    out = subprocess.run([py, "-m", "rollout_stream", "collect", "--tasks", str(tasks), "--generations", str(GENERATIONS),
+                          "--batch-id", batch, "--head-server", head, "--backend", "nemo_gym", "--summary-json", "--quiet", *extra],
+                         env=env, capture_output=True, text=True, timeout=300)
+    if check:
+        assert out.returncode == 0, f"collect {batch} failed ({out.returncode}): {out.stderr[-3000:]}"
+    return {"rc": out.returncode, "stderr": out.stderr, **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def published_results(brokers: str, topic: str) -> list[dict]:
+    """The GymResult and BatchEnd records on row-completed, as `offline` input lines."""
+    schema = row_completed_schema.parsed(row_completed_schema.load())
+    lines = []
+    for _key, value in read_all(brokers, topic, 1, timeout=60):
+        import io
+
+        ev = fastavro.schemaless_reader(io.BytesIO(value[HEADER_SIZE:]), schema)["event"]
+        if "gym_row" in ev:
+            line = {k: ev[k] for k in ("batch_id", "group_id", "group_index", "row_index", "num_generations",
+                                       "prompt_idx", "task_index", "weight_version")}
+            line["gym_row"], line["gym_result"] = json.loads(ev["gym_row"]), json.loads(ev["gym_result"])
+            lines.append(line)
+        elif "num_rows" in ev:
+            lines.append({"batch_end": {"batch_id": ev["batch_id"], "num_rows": ev["num_rows"]}})
+    return lines
+
+
+def policy_truth(record: Path) -> tuple[dict, set]:
+    """Generations by their token ids, and every tokenized prompt, from the policy's record."""
+    gens, prompts = {}, set()
+    for line in record.read_text().splitlines():
+        r = json.loads(line)
+        if r["kind"] == "generate":
+            gens[tuple(r["ids"])] = r
+        else:
+            prompts.add(tuple(r["prompt_ids"]))
+    return gens, prompts
+
+
+def runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of ones."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def check_against_policy(fields, tags, sample_ids, record: Path, rewards: dict) -> int:
+    """Every row's tokens, mask and logprobs against the policy's ground truth; returns the generated tokens checked."""
+    gens, prompts = policy_truth(record)
+    ids, mask, lps = fields["input_ids"], fields["token_mask"], fields["generation_logprobs"]
+    checked = 0
+    for r in range(len(sample_ids)):
+        lo, hi = ids.offsets[r], ids.offsets[r + 1]
+        row_ids, row_mask, row_lp = ids.values[lo:hi], mask.values[lo:hi], lps.values[lo:hi]
+        turns = runs(row_mask)
+        assert turns, f"{sample_ids[r]}: no generated token"
+        for start, end in turns:
+            gen = gens.get(tuple(row_ids[start:end].tolist()))
+            assert gen is not None, f"{sample_ids[r]}: tokens [{start}, {end}) are no generation of the policy"
+            assert tuple(row_ids[:start].tolist()) == tuple(gen["prompt_ids"]), f"{sample_ids[r]}: the prompt before [{start}, {end}) is not the one it was generated for"
+            assert tuple(gen["prompt_ids"]) in prompts, f"{sample_ids[r]}: prompt never tokenized by the policy"
+            np.testing.assert_array_equal(row_lp[start:end], np.asarray(gen["logprobs"], dtype=np.float32))
+            checked += end - start
+        # Outside the generated turns: mask 0 and logprob 0.
+        assert not row_lp[row_mask == 0].any()
+        key = (tags[r]["group_id"], r)
+        assert float(fields["total_reward"][r]) == pytest.approx(rewards[key]), f"{sample_ids[r]}: reward"
+    return checked
+
+
+def test_nemo_gym_rollouts_reach_the_trainer_exactly_as_the_policy_generated_them(kafka_env, gym, pipeline, tmp_path):
+    head, record, py = gym
+    env, prefix, config = pipeline
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in gym_tasks()))
+    batches = [f"{prefix}b{i}" for i in (1, 2)]
+    for b in batches:
+        s = collect(py, env, head, tasks, b, "--weight-version", "3")
+        assert s["published"] == 2 * GENERATIONS and s["failed"] == 0 and s["backend"] == "nemo_gym", s
+
+    lines = published_results(kafka_env.brokers, f"{prefix}rollout.row-completed")
+    gym_lines = [l for l in lines if "gym_row" in l]
+    assert len(gym_lines) == 2 * 2 * GENERATIONS
+    # Several turns with tool calls in every rollout, and reasoning items NeMo-Gym split off.
+    for l in gym_lines:
+        out = l["gym_result"]["response"]["output"]
+        assert sum(1 for o in out if o.get("generation_token_ids")) >= 2
+        assert any(o["type"] == "function_call" for o in out) and any(o["type"] == "reasoning" for o in out)
+    rewards = {}
+    for l in gym_lines:
+        rewards[(l["group_id"], l["row_index"] % GENERATIONS)] = l["gym_result"]["reward"]
+    assert {v for v in rewards.values()} <= {0.0, 1.0}
+
+    offline = [json.loads(x) for x in launcher(env, "offline", "all", "--config", str(config),
+                                               stdin="".join(json.dumps(l) + "\n" for l in lines)).splitlines()]
+    expected = {o["packed"]["group_id"]: o["packed"] for o in offline if "packed" in o}
+    assert len(expected) == 4 and not [o for o in offline if "dead_letter" in o]
+    packed = read_all(kafka_env.brokers, f"{prefix}rollout.packed", len(expected))
+    assert sorted(k for k, _ in packed) == sorted(expected), "every group exactly once"
+    for key, value in packed:
+        assert value[HEADER_SIZE:] == encode_packed_value(record_from_json(expected[key]), 0)[HEADER_SIZE:], key
+
+    seen, checked = [], 0
+    with PackedConsumer(f"{prefix}rollout.packed", f"trainer-{uuid.uuid4().hex[:6]}", kafka_env.brokers,
+                        kafka_env.registry_url, jagged="numpy") as consumer:
+        def put(sample_ids, fields, tags):
+            nonlocal checked
+            seen.append(tags[0]["group_id"])
+            assert all(t["weight_version"] == 3 for t in tags)
+            checked += check_against_policy(fields, tags, sample_ids, record, rewards)
+        feed(consumer, put, stop_after=len(expected), idle_timeout=60)
+    assert sorted(seen) == sorted(expected)
+    assert checked > 0
+
+
+def test_a_killed_collect_run_again_loses_and_duplicates_nothing(kafka_env, gym, pipeline, tmp_path):
+    head, record, py = gym
+    env, prefix, _ = pipeline
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in gym_tasks()))
+    batch = f"{prefix}crash"
+    topic = f"{prefix}rollout.row-completed"
+    # One rollout at a time, so the kill lands in the middle of the batch.
+    killed = subprocess.Popen([py, "-m", "rollout_stream", "collect", "--tasks", str(tasks), "--generations", str(GENERATIONS),
+                               "--batch-id", batch, "--head-server", head, "--concurrency", "1"],
+                              env={**env, "PYTHONUNBUFFERED": "1"}, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while sum(end_offsets(kafka_env.brokers, topic)) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    first = sum(end_offsets(kafka_env.brokers, topic))
+    assert 2 <= first < 2 * GENERATIONS, f"{first} records before the kill: not in the middle of the batch"
+
+    s = collect(py, env, head, tasks, batch)
+    assert s["already_published"] >= 2 and s["already_published"] + s["published"] == 2 * GENERATIONS, s
+
+    packed = read_all(kafka_env.brokers, f"{prefix}rollout.packed", 2)
+    assert sorted(k for k, _ in packed) == [f"{batch}/g0", f"{batch}/g1"]
+    assert sum(end_offsets(kafka_env.brokers, f"{prefix}rollout.dead-letter")) == 0, "no duplicate_row_index, nothing dead-lettered"
+
+
+def test_a_rollout_that_keeps_failing_dead_letters_its_group_as_incomplete(kafka_env, gym, pipeline, tmp_path):
+    head, _record, py = gym
+    env, prefix, _ = pipeline
+    good, bad = gym_tasks()[0], json.loads(json.dumps(gym_tasks()[0]))
+    bad["responses_create_params"]["input"][-1]["content"] += f" {FAIL_MARK}"
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    batch = f"{prefix}fail"
+    s = collect(py, env, head, tasks, batch, "--add-seed", check=False)
+    # Rollout 1 of the bad prompt (seed 1, batch row N + 1) fails all three attempts; its other rollouts succeed.
+    assert s["rc"] == 1 and s["failed"] == 1 and s["published"] == 2 * GENERATIONS - 1 and s["retried"] == 2, s
+    assert [(f["row_index"], f["group_id"], f["attempts"]) for f in s["failures"]] == [(GENERATIONS + 1, f"{batch}/g1", 3)]
+    assert f"failed: row {GENERATIONS + 1}" in s["stderr"]
+
+    packed = read_all(kafka_env.brokers, f"{prefix}rollout.packed", 1)
+    assert [k for k, _ in packed] == [f"{batch}/g0"]
+    dead = read_all(kafka_env.brokers, f"{prefix}rollout.dead-letter", 1)
+    assert len(dead) == 1 and dead[0][0] == f"{batch}/g1"
+    assert b"incomplete_group" in dead[0][1]
+    # The dead letter names the row that never came; the others it carries, and nothing was published for it.
+    assert f"missing [{GENERATIONS + 1}]".encode() in dead[0][1]
