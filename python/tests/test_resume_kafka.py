@@ -43,6 +43,7 @@ class Rank:
         self.h, self.rank = harness, rank
         self.proc: subprocess.Popen | None = None
         self.log = open(harness.dir / f"rank-{rank}.log", "ab")
+        self.args: list[str] = []  # more toy_trainer.py flags
 
     def start(self, crash: str = "") -> None:
         assert self.proc is None or self.proc.poll() is not None
@@ -50,7 +51,7 @@ class Rank:
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "toy_trainer.py"), "--topic", self.h.topic, "--group", self.h.group_id,
              "--brokers", self.h.brokers, "--registry", self.h.registry, "--dir", str(self.h.dir),
-             "--rank", str(self.rank), "--k", "5", "--mode", self.h.mode],
+             "--rank", str(self.rank), "--k", "5", "--mode", self.h.mode, *self.args],
             stdout=self.log, stderr=self.log, env=env, start_new_session=True,
         )
 

@@ -19,6 +19,12 @@ since its last checkpoint):
 ``after_checkpoint:n`` (the n-th checkpoint is durable, not yet committed),
 ``in_revoke`` (inside the first rebalance revoke, before checkpointing).
 It exits after a final checkpoint once ``<dir>/stop`` exists.
+
+It joins as the static member ``--instance-id`` (default ``toy-rank-<r>``;
+``""``: dynamic membership) and appends one line per assignment to
+``<dir>/assigned-<rank>.jsonl`` (pid, wall-clock time, partitions; written
+from the ``start_offsets`` callable, so ``--mode on_checkpoint`` only),
+after a ``started`` line with the process's start time.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import os
 import signal
 import sys
 import time
+
+STARTED = time.time()  # before the imports below, which take most of a start-up
 
 from rollout_stream import PackedConsumer, feed, get_position, merge_positions, put_position
 
@@ -45,7 +53,18 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--mode", choices=["on_checkpoint", "after_put"], default="on_checkpoint")
     ap.add_argument("--put-sleep", type=float, default=0.005)
+    ap.add_argument("--instance-id", default=None, help='group.instance.id (default toy-rank-<rank>; "": dynamic membership)')
+    ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--max-poll-interval-ms", type=int, default=10000)
     a = ap.parse_args()
+    instance_id = f"toy-rank-{a.rank}" if a.instance_id is None else a.instance_id
+    events = os.path.join(a.dir, f"assigned-{a.rank}.jsonl")
+
+    def event(**what) -> None:
+        with open(events, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), **what}) + "\n")
+
+    event(started=STARTED)
 
     path = os.path.join(a.dir, f"rank-{a.rank}.json")
     point, _, nth = os.environ.get("CRASH", "").partition(":")
@@ -71,6 +90,7 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     def start_offsets(assigned):
+        event(assigned=time.time(), partitions=sorted(p for _, p in assigned))
         return merge_positions(get_position(read(p)) for p in sorted(glob.glob(os.path.join(a.dir, "rank-*.json"))))
 
     def checkpoint(consumer: PackedConsumer) -> None:
@@ -116,11 +136,11 @@ def main() -> None:
         commit=a.mode,
         start_offsets=start_offsets if a.mode == "on_checkpoint" else None,
         on_revoke=on_revoke if a.mode == "on_checkpoint" else None,
+        instance_id=instance_id or False,  # static: a restarted rank takes its place at once
         config={
-            "group.instance.id": f"toy-rank-{a.rank}",  # static: a restarted rank takes its place at once
-            "session.timeout.ms": 6000,
+            "session.timeout.ms": a.session_timeout_ms,
             "heartbeat.interval.ms": 500,
-            "max.poll.interval.ms": 10000,
+            "max.poll.interval.ms": a.max_poll_interval_ms,
         },
     )
     stop = os.path.join(a.dir, "stop")

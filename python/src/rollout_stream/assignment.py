@@ -43,6 +43,10 @@ class Assignment:
         """What a callable ``start_offsets`` says for ``keys`` (empty without one)."""
         return to_offsets(self.start_fn(keys)) if self.start_fn is not None and keys else {}
 
+    def has_explicit_start(self, key: TopicPartitionKey, wanted: Mapping[TopicPartitionKey, int]) -> bool:
+        """Whether ``start_offsets`` places ``key`` (then no committed offset or watermark is needed)."""
+        return key in wanted or key in self.first_use
+
     def start_offset(
         self,
         key: TopicPartitionKey,

@@ -27,8 +27,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from .codec import JaggedMode, PackedGroup
 from .deserializer import PackedDeserializer
-from .errors import BrokerUnavailableError, KafkaOperationError, RolloutStreamError
+from .errors import BrokerUnavailableError, KafkaOperationError, OffsetLookupError, RolloutStreamError
 from .assignment import Assignment
+from .membership import INSTANCE_ID_KEY, resolve_instance_id
+from .offset_lookup import DEFAULT_LOOKUP_TIMEOUT, LookupFailure, LookupResult, OffsetLookup
 from .positions import Position, TopicPartitionKey, from_offsets, to_offsets
 from .record_meta import Record
 from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
@@ -68,6 +70,12 @@ class Delivery:
     @property
     def offset(self) -> int:
         return self.message.offset()
+
+
+def _lookup_timeout(extra: Mapping[str, Any]) -> float:
+    # The assignment callback runs inside poll(): spending most of max.poll.interval.ms there gets the member evicted.
+    poll_ms = extra.get("max.poll.interval.ms")
+    return min(DEFAULT_LOOKUP_TIMEOUT, float(poll_ms) / 2000) if poll_ms else DEFAULT_LOOKUP_TIMEOUT
 
 
 class PackedConsumer:
@@ -111,14 +119,28 @@ class PackedConsumer:
             ``dead_letter_topic`` (reason ``undecodable``) and skipped.
             A registry outage is never dead-lettered (it is retriable).
         dead_letter_topic: Required with ``on_undecodable="dead-letter"``.
+        instance_id: The ``group.instance.id`` (static membership: a rank
+            restarted with the same id gets its partitions back at once, see
+            :mod:`rollout_stream.membership`). ``None`` (default): from
+            ``config``, else ``$RS_TRAINER_INSTANCE_ID``, else
+            ``"rank-$RANK"``, else none. ``False``: dynamic membership.
+        offset_lookup_timeout: Seconds the assignment callback may spend
+            looking up where new partitions start (committed offsets,
+            watermarks), retries with backoff included. Default: 30, or
+            half of ``max.poll.interval.ms`` when that is smaller. Partitions
+            still unknown then are not read, and every later :meth:`poll`
+            raises :class:`~rollout_stream.errors.OffsetLookupError`.
 
     Raises:
         BrokerUnavailableError: No broker answered within ``connect_timeout``.
         RegistryUnavailableError: The registry did not answer.
         ValueError: ``config`` tries to change read_committed or auto-commit;
-            a bad ``device``, ``commit``, ``on_undecodable`` or ``start_offsets``.
+            a bad ``device``, ``commit``, ``on_undecodable``, ``start_offsets``
+            or ``instance_id`` (or one ``config`` contradicts).
         DeviceUnavailableError: ``device`` is CUDA but CUDA is not available.
     """
+
+    _client_class: Any = Consumer  # the seam for tests: a Consumer subclass whose lookups fail
 
     def __init__(
         self,
@@ -139,6 +161,8 @@ class PackedConsumer:
         on_revoke: RevokeHook | None = None,
         on_undecodable: Literal["raise", "dead-letter"] = "raise",
         dead_letter_topic: str | None = None,
+        instance_id: str | bool | None = None,
+        offset_lookup_timeout: float | None = None,
     ) -> None:
         extra = dict(config or {})
         for key, want in _FIXED.items():
@@ -153,6 +177,10 @@ class PackedConsumer:
         if auto_offset_reset not in ("earliest", "latest", "smallest", "largest", "beginning", "end"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
         self._assignment = Assignment(start_offsets)
+        self.instance_id, instance_id_from = resolve_instance_id(instance_id, extra)
+        self._lookup = OffsetLookup(_lookup_timeout(extra) if offset_lookup_timeout is None else offset_lookup_timeout)
+        self._unstarted: dict[TopicPartitionKey, LookupFailure] = {}  # assigned, start unknown: not read
+        self._lookup_note = ""
         conf: dict[str, Any] = {
             "bootstrap.servers": brokers,
             "group.id": group_id,
@@ -178,7 +206,10 @@ class PackedConsumer:
         self._dead_letters: Any = None
         self.dead_letter_topic = dead_letter_topic
         self._producer_config = {k: v for k, v in extra.items() if k.startswith(("security.", "sasl.", "ssl."))}
-        self._consumer = Consumer(conf)
+        if self.instance_id is not None:
+            conf[INSTANCE_ID_KEY] = self.instance_id
+            log.info("joining %s as static member %s (from %s)", group_id, self.instance_id, instance_id_from)
+        self._consumer = self._client_class(conf)
         self._closed = False
         try:
             if check:
@@ -213,27 +244,58 @@ class PackedConsumer:
         self.deserializer.resolver.check()
 
     # -- assignment ---------------------------------------------------------
-    def _reset_offset(self, key: TopicPartitionKey) -> int:
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(*key), timeout=10, cached=False)
-        return high if self._reset_latest else low
-
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        a = self._assignment
         keys = [(tp.topic, tp.partition) for tp in partitions]
-        wanted = a.wanted(keys)
-        committed: dict[TopicPartitionKey, int] = {}
-        if keys:
-            for tp in consumer.committed([TopicPartition(*k) for k in keys], timeout=30):
-                if tp.error is None and tp.offset >= 0:
-                    committed[(tp.topic, tp.partition)] = tp.offset
+        try:
+            found = self._lookup.start_offsets(consumer, keys, self._assignment, self._reset_latest)
+        except BaseException as e:  # a callable start_offsets raised, or an interrupt
+            found = LookupResult(failed={k: LookupFailure("start_offsets" if isinstance(e, Exception) else "lookup", e) for k in keys})
+            if not isinstance(e, Exception):
+                self._start(consumer, partitions, keys, found)
+                raise
+        self._start(consumer, partitions, keys, found)
+
+    def _start(self, consumer: Consumer, partitions: list[TopicPartition], keys: list[TopicPartitionKey], found: LookupResult) -> None:
+        # Assign here also when lookups failed: if the callback assigns nothing, confluent-kafka assigns every
+        # partition itself at librdkafka's defaults, and records of partitions we do not track would be dropped.
+        started = []
         for tp, key in zip(partitions, keys):
-            tp.offset = a.start_offset(key, wanted, committed, self._reset_offset)
-            a.assign(key, tp.offset)
-        log.info("assigned %s", {f"{t}[{p}]": tp.offset for (t, p), tp in zip(keys, partitions)})
+            if key in found.offsets:
+                tp.offset = found.offsets[key]
+                self._assignment.assign(key, tp.offset)
+                started.append(tp)
+        if found.failed:
+            self._unstarted.update(found.failed)
+            self._lookup_note = f"{found.tries} tries in {found.elapsed:.1f}s"
+            log.error("%s", self._lookup_error())
+        log.info("assigned %s", {f"{tp.topic}[{tp.partition}]": tp.offset for tp in started})
         if self._cooperative:
-            consumer.incremental_assign(partitions)
+            consumer.incremental_assign(started)
         else:
-            consumer.assign(partitions)
+            consumer.assign(started)
+
+    def _lookup_error(self) -> OffsetLookupError:
+        parts = sorted(self._unstarted)
+        reasons: dict[str, list[str]] = {}
+        for key in parts:
+            f = self._unstarted[key]
+            reasons.setdefault(f"{f.what}: {f.cause}", []).append(f"{key[0]}[{key[1]}]")
+        why = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in reasons.items())
+        return OffsetLookupError(
+            f"could not find where to start {', '.join(f'{t}[{p}]' for t, p in parts)} for consumer group "
+            f"{self.group_id!r} within {self._lookup.timeout:g}s ({self._lookup_note}; {why}). This consumer holds "
+            "them but does not read them: close it and create a new one (restart the trainer) to look them up again",
+            partitions=parts,
+            group_id=self.group_id,
+            cause=self._unstarted[parts[0]].cause,
+        )
+
+    def _hand_back(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        given = [tp for tp in partitions if self._unstarted.pop((tp.topic, tp.partition), None) is None]
+        if self._cooperative:
+            consumer.incremental_unassign(given)  # librdkafka refuses partitions it was never given
+        else:
+            consumer.unassign()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         keys = [(tp.topic, tp.partition) for tp in partitions if self._assignment.held((tp.topic, tp.partition))]
@@ -244,10 +306,7 @@ class PackedConsumer:
                 self._on_revoke_hook(self, keys)
         finally:
             self._assignment.drop(keys)
-            if self._cooperative:
-                consumer.incremental_unassign(partitions)
-            else:
-                consumer.unassign()
+            self._hand_back(consumer, partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Another member may own them already: committing or checkpointing them now could go backwards.
@@ -255,6 +314,7 @@ class PackedConsumer:
         log.warning("partitions lost without a revoke (session timeout?): %s; uncheckpointed groups of them may be "
                     "delivered to their next owner as well", keys)
         self._assignment.drop(keys, lost=True)
+        self._hand_back(consumer, partitions)
 
     def assigned(self) -> list[TopicPartitionKey]:
         """The partitions this consumer holds now, sorted."""
@@ -285,15 +345,23 @@ class PackedConsumer:
 
         Raises:
             KafkaOperationError: A fatal consumer error.
+            OffsetLookupError: Partitions assigned to this consumer have no
+                known start (see ``offset_lookup_timeout``); raised by every
+                call from then on, a record fetched in the same call is not
+                returned (nor done).
         """
+        if self._unstarted:
+            raise self._lookup_error()
         msg = self._consumer.poll(timeout)
+        if self._unstarted:
+            raise self._lookup_error()
         if msg is None:
             return None
         err = msg.error()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
                 return None
-            if err.fatal():
+            if err.fatal() or err.code() == KafkaError._FATAL:  # _FATAL: e.g. fenced by a static member with our id
                 raise KafkaOperationError(f"fatal consumer error: {err}", cause=KafkaException(err))
             log.warning("kafka consumer: %s", err)
             return None
@@ -341,6 +409,7 @@ class PackedConsumer:
 
         Raises:
             KafkaOperationError: A fatal consumer error.
+            OffsetLookupError: Assigned partitions have no known start (see :meth:`poll_record`).
             FramingError, DecodeError, UnknownSchemaError, RegistryUnavailableError:
                 The record at the current position cannot be decoded; its offset
                 is not committed and the consumer is rewound to it.
@@ -442,7 +511,12 @@ class PackedConsumer:
             log.warning("seek back to %s[%d]@%d failed: %s", topic, partition, offset, e)
 
     def close(self) -> None:
-        """Leaves the group (``on_revoke`` runs first; ``after_put`` commits what is done)."""
+        """Leaves the group (``on_revoke`` runs first; ``after_put`` commits what is done).
+
+        A static member (``instance_id``) does not leave: librdkafka sends no
+        LeaveGroup for it, so its partitions wait for the same id to rejoin,
+        or for ``session.timeout.ms`` to pass before they move to other members.
+        """
         if not self._closed:
             self._closed = True
             try:

@@ -66,6 +66,26 @@ class KafkaOperationError(RolloutStreamError):
     code = "kafka"
 
 
+class OffsetLookupError(RolloutStreamError):
+    """Newly assigned partitions whose start offset could not be established; they are not being read.
+
+    Looking up their committed offset or watermarks failed for the whole
+    retry bound (or a callable ``start_offsets`` raised). Raised by every
+    ``poll`` of that consumer until it is closed; a new consumer (a
+    restarted trainer) looks them up again.
+
+    Attributes:
+        partitions: ``[(topic, partition)]`` left unread, sorted.
+    """
+
+    code = "offset_lookup"
+    retriable = True
+
+    def __init__(self, message: str, partitions: list[tuple[str, int]], **details: Any) -> None:
+        super().__init__(message, partitions=partitions, **details)
+        self.partitions = partitions
+
+
 class DeviceUnavailableError(RolloutStreamError):
     """``device=`` names an accelerator this process cannot use (no CUDA, bad index)."""
 
