@@ -52,15 +52,19 @@ class Kafka:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({"bootstrap.servers": self.brokers})
+            from rollout_stream import kafka_env
+
+            self._admin = AdminClient(kafka_env.client_config(self.brokers))
         return self._admin
 
     def check(self) -> None:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
+        from rollout_stream import kafka_env
+
         try:  # a client of its own with librdkafka's connect-failure log lines off: the error below says it
-            AdminClient({"bootstrap.servers": self.brokers, "log_level": 0}).list_topics(timeout=self.timeout)
+            AdminClient(kafka_env.client_config(self.brokers, {"log_level": 0})).list_topics(timeout=self.timeout)
         except KafkaException as e:
             raise BrokerUnavailableError(
                 f"no Kafka broker answered at {self.brokers} within {self.timeout} s ({e.args[0] if e.args else e}); "

@@ -39,6 +39,7 @@ _EXPORTS = {
     "decode_packed": "deserializer",
     "fields_to": "devices",
     "BrokerUnavailableError": "errors",
+    "ConfigError": "errors",
     "DecodeError": "errors",
     "DeliveryError": "errors",
     "InvalidRowError": "errors",
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .devices import fields_to
     from .errors import (
         BrokerUnavailableError,
+        ConfigError,
         DecodeError,
         DeliveryError,
         DeviceUnavailableError,
@@ -123,6 +125,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BatchPublisher",
     "BrokerUnavailableError",
+    "ConfigError",
     "DEFAULT_BROKERS",
     "DEFAULT_REGISTRY_URL",
     "DecodeError",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import textwrap
 import time
@@ -18,12 +17,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import kafka_env
 from .errors import BrokerUnavailableError, RolloutStreamError
 
 # The rest is imported where used: `bench --device cuda --source synth` must
 # run where only torch is installed (no numpy, fastavro, confluent-kafka).
-DEFAULT_BROKERS = "127.0.0.1:9092"
-DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081/apis/ccompat/v7"
+DEFAULT_BROKERS = kafka_env.DEFAULT_BROKERS
+DEFAULT_REGISTRY_URL = kafka_env.DEFAULT_REGISTRY_URL
 
 
 def _first(val: Any, k: int) -> list:
@@ -84,7 +84,7 @@ def inspect(args: argparse.Namespace) -> int:
     deser = PackedDeserializer(SchemaResolver(args.registry), jagged=args.jagged)
     consumer = Consumer(
         {
-            "bootstrap.servers": args.brokers,
+            **kafka_env.client_config(args.brokers),
             "group.id": f"rollout-stream-inspect-{uuid.uuid4().hex[:8]}",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -265,10 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_stream", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="print one decoded packed group")
-    p.add_argument("--topic", default=os.environ.get("TOPIC_PREFIX", "") + "rollout.packed")
+    p.add_argument("--topic", default=kafka_env.topic("rollout.packed"))
     p.add_argument("--group", default=None, help="group id to find (default: the first group)")
-    p.add_argument("--brokers", default=os.environ.get("KAFKA_BROKERS") or DEFAULT_BROKERS)
-    p.add_argument("--registry", default=os.environ.get("SCHEMA_REGISTRY_URL") or DEFAULT_REGISTRY_URL)
+    p.add_argument("--brokers", default=kafka_env.brokers())
+    p.add_argument("--registry", default=kafka_env.registry_url())
     p.add_argument("--jagged", default="auto", choices=["auto", "torch", "numpy"])
     p.add_argument("--first", type=int, default=8, help="values shown per field (default 8)")
     p.add_argument("--json", action="store_true", help="print the SPEC §9 JSON form instead")
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  python -m rollout_stream replay --offsets 0:120-180 --offsets 1:95- --to-jsonl -",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("--topic", default=os.environ.get("TOPIC_PREFIX", "") + "rollout.packed",
+    r.add_argument("--topic", default=kafka_env.topic("rollout.packed"),
                    help="packed topic (default $TOPIC_PREFIX + rollout.packed)")
     r.add_argument("--batch", action="append", default=[], metavar="ID", help="a batch id to replay (repeatable)")
     r.add_argument("--from-time", default=None, metavar="T", help="records at or after T (ms since epoch or ISO-8601)")
@@ -301,8 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dest.add_argument("--to-jsonl", default=None, metavar="FILE", help="write JSON lines to FILE ('-': stdout)")
     dest.add_argument("--put", default=None, metavar="MODULE:FUNCTION",
                       help="call this put_samples(sample_ids, fields, tags) per group (the cwd is importable)")
-    r.add_argument("--brokers", default=os.environ.get("KAFKA_BROKERS") or DEFAULT_BROKERS)
-    r.add_argument("--registry", default=os.environ.get("SCHEMA_REGISTRY_URL") or DEFAULT_REGISTRY_URL)
+    r.add_argument("--brokers", default=kafka_env.brokers())
+    r.add_argument("--registry", default=kafka_env.registry_url())
     r.add_argument("--jagged", default="auto", choices=["auto", "torch", "numpy"])
     r.add_argument("--timeout", type=float, default=10.0, help="seconds for broker requests and quiet waits (default 10)")
     r.add_argument("--quiet", action="store_true", help="no progress output (the summary line stays)")

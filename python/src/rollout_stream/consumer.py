@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, Union
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .codec import JaggedMode, PackedGroup
+from . import kafka_env
 from .deserializer import PackedDeserializer
 from .errors import BrokerUnavailableError, KafkaOperationError, OffsetLookupError, RolloutStreamError
 from .assignment import Assignment
@@ -37,7 +38,7 @@ from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BROKERS = "127.0.0.1:9092"
+DEFAULT_BROKERS = kafka_env.DEFAULT_BROKERS
 # The largest record the local broker accepts (scripts/local-kafka.sh
 # RS_MAX_MESSAGE_BYTES); the consumer must be able to fetch one whole.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -84,8 +85,10 @@ class PackedConsumer:
     Args:
         topic: The packed topic (``rollout.packed`` with any prefix).
         group_id: Kafka consumer group; offsets are committed under it.
-        brokers: Bootstrap servers (``host:port,...``).
-        registry_url: Confluent-API schema registry URL.
+        brokers: Bootstrap servers (``host:port,...``); ``None``: ``$KAFKA_BROKERS``
+            or ``127.0.0.1:9092``.
+        registry_url: Confluent-API schema registry URL; ``None``:
+            ``$SCHEMA_REGISTRY_URL`` or the local default.
         jagged: ``"auto"`` (torch when importable), ``"torch"`` or ``"numpy"``.
         config: Extra librdkafka settings (SASL/TLS, ``client.id``, ...);
             ``isolation.level`` and ``enable.auto.commit`` are fixed.
@@ -146,8 +149,8 @@ class PackedConsumer:
         self,
         topic: str,
         group_id: str,
-        brokers: str = DEFAULT_BROKERS,
-        registry_url: str = DEFAULT_REGISTRY_URL,
+        brokers: str | None = None,
+        registry_url: str | None = None,
         *,
         jagged: JaggedMode = "auto",
         config: Mapping[str, Any] | None = None,
@@ -165,6 +168,7 @@ class PackedConsumer:
         offset_lookup_timeout: float | None = None,
     ) -> None:
         extra = dict(config or {})
+        brokers, registry_url = kafka_env.brokers(brokers), kafka_env.registry_url(registry_url)
         for key, want in _FIXED.items():
             if key in extra and str(extra[key]).lower() != str(want).lower():
                 raise ValueError(f"{key} must stay {want!r} for the packed consumer (got {extra[key]!r})")
@@ -182,7 +186,7 @@ class PackedConsumer:
         self._unstarted: dict[TopicPartitionKey, LookupFailure] = {}  # assigned, start unknown: not read
         self._lookup_note = ""
         conf: dict[str, Any] = {
-            "bootstrap.servers": brokers,
+            **kafka_env.client_config(brokers),  # bootstrap.servers and the environment's SASL/TLS
             "group.id": group_id,
             "auto.offset.reset": auto_offset_reset,
             "enable.auto.offset.store": False,

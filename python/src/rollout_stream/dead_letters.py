@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import fastavro
 
+from . import kafka_env, schema_files
 from .errors import KafkaOperationError, RolloutStreamError
 from .framing import frame
 from .record_meta import BATCH_ID_HEADER, WEIGHT_VERSION_HEADER, Record
@@ -24,41 +25,8 @@ from .record_meta import BATCH_ID_HEADER, WEIGHT_VERSION_HEADER, Record
 REASON = "undecodable"
 STAGE = "trainer"
 
-# schemas/dead-letter.avsc (test_dead_letters.py holds them equal); kept here so an
-# installed package, which has no schemas/ folder, can write dead letters.
-DEAD_LETTER_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "DeadLetter",
-    "namespace": "dev.rolloutstream.v1",
-    "doc": "A rejected record or group with a machine-readable reason.",
-    "fields": [
-        {"name": "reason", "type": "string"},
-        {"name": "message", "type": "string"},
-        {"name": "stage", "type": "string"},
-        {"name": "group_id", "type": ["null", "string"], "default": None},
-        {"name": "batch_id", "type": ["null", "string"], "default": None},
-        {"name": "row_indices", "type": {"type": "array", "items": "int"}},
-        {"name": "missing_row_indices", "type": {"type": "array", "items": "int"}},
-        {
-            "name": "records",
-            "type": {
-                "type": "array",
-                "items": {
-                    "type": "record",
-                    "name": "SourceRecord",
-                    "fields": [
-                        {"name": "topic", "type": "string"},
-                        {"name": "partition", "type": "int"},
-                        {"name": "offset", "type": "long"},
-                        {"name": "key", "type": ["null", "bytes"], "default": None},
-                        {"name": "value", "type": ["null", "bytes"], "default": None},
-                    ],
-                },
-            },
-        },
-        {"name": "produced_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    ],
-}
+# The shipped copy of schemas/dead-letter.avsc (rollout_stream.schema_files).
+DEAD_LETTER_SCHEMA: dict[str, Any] = schema_files.schema_json("dead-letter.avsc")
 
 
 def dead_letter_for(record: Record, error: RolloutStreamError, now_ms: int | None = None) -> dict[str, Any]:
@@ -84,13 +52,14 @@ class DeadLetterWriter:
 
     Args:
         topic: The dead-letter topic (e.g. ``rollout.dead-letter`` with the pipeline's prefix).
-        brokers: Bootstrap servers.
+        brokers: Bootstrap servers; ``None``: ``$KAFKA_BROKERS`` or the default.
         registry_client: A ``SchemaRegistryClient``; the schema is registered on first use.
-        config: Extra librdkafka producer settings (SASL/TLS).
+        config: Extra librdkafka producer settings; they win over the SASL/TLS
+            settings of the environment (:mod:`rollout_stream.kafka_env`).
         timeout: Seconds a write waits for the broker.
     """
 
-    def __init__(self, topic: str, brokers: str, registry_client: Any, config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, topic: str, brokers: str | None, registry_client: Any, config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> None:
         from confluent_kafka import Producer
 
         from .consumer import MAX_MESSAGE_BYTES
@@ -102,7 +71,7 @@ class DeadLetterWriter:
         self._parsed = fastavro.parse_schema(DEAD_LETTER_SCHEMA)
         self._producer = Producer(
             {
-                "bootstrap.servers": brokers,
+                **kafka_env.client_config(brokers),
                 "enable.idempotence": True,
                 "acks": "all",
                 "message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,

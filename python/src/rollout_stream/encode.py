@@ -9,43 +9,32 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import fastavro
 import numpy as np
 
-from . import dtypes
+from . import dtypes, schema_files
 from .avro_body import parse_writer_schema
 from .codec import COUNT_TAGS, ROW_SHAPES_SUFFIX
 from .framing import HEADER_SIZE, frame
 from .row_encoder import zigzag as _zigzag
 
-SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+PACKED_SCHEMA_FILE = "packed.avsc"
 
 
-def packed_schema_path() -> Path:
-    """Finds ``schemas/packed.avsc`` of the repository this package sits in.
-
-    Looks in ``$ROLLOUT_STREAM_SCHEMAS`` first, then walks up from this file.
-
-    Raises:
-        FileNotFoundError: No ``schemas/packed.avsc`` was found.
-    """
-    env = os.environ.get(SCHEMA_ENV)
-    if env and (Path(env) / "packed.avsc").is_file():
-        return Path(env) / "packed.avsc"
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "schemas" / "packed.avsc"
-        if cand.is_file():
-            return cand
-    raise FileNotFoundError(f"schemas/packed.avsc not found above {__file__}; set {SCHEMA_ENV} to its folder")
+def packed_schema_path() -> Traversable:
+    """``packed.avsc`` as shipped in the package (a copy of the repository's ``schemas/``)."""
+    return schema_files.schema_file(PACKED_SCHEMA_FILE)
 
 
 def load_packed_schema(path: str | Path | None = None) -> dict[str, Any]:
-    """The parsed ``PackedGroup`` schema (``schemas/packed.avsc`` by default)."""
-    text = Path(path or packed_schema_path()).read_text()
+    """The parsed ``PackedGroup`` schema: the shipped ``packed.avsc``, or the file at ``path``."""
+    text = schema_files.schema_text(PACKED_SCHEMA_FILE) if path is None else Path(path).read_text(encoding="utf-8")
     return parse_writer_schema(text)
 
 

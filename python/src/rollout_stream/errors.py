@@ -139,3 +139,17 @@ class SchemaLayoutError(RolloutStreamError):
     """The row-completed schema is not the layout the publisher's hand-written encoder writes."""
 
     code = "schema_layout"
+
+
+class ConfigError(RolloutStreamError, ValueError):
+    """An environment variable (or setting) has a value this package cannot use.
+
+    Attributes:
+        variable: The variable's name, e.g. ``"KAFKA_SASL_MECHANISM"``; the message starts with it.
+    """
+
+    code = "config"
+
+    def __init__(self, variable: str, problem: str, **details: Any) -> None:
+        super().__init__(f"{variable} {problem}", variable=variable, **details)
+        self.variable = variable

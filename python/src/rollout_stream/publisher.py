@@ -16,14 +16,13 @@ acknowledged. A record the broker did not take raises
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import row_completed_schema, row_encoder, row_input
+from . import kafka_env, row_completed_schema, row_encoder, row_input
 from .errors import (
     BrokerUnavailableError,
     DeliveryError,
@@ -33,7 +32,6 @@ from .errors import (
     SchemaRegistrationError,
 )
 from .partitioner import partition_for_key
-from .registry import DEFAULT_REGISTRY_URL
 
 if TYPE_CHECKING:  # pragma: no cover
     from .batch_stamping import BatchPublisher
@@ -41,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "rollout.row-completed"
-DEFAULT_BROKERS = "127.0.0.1:9092"
+DEFAULT_BROKERS = kafka_env.DEFAULT_BROKERS
 # The broker's and the TypeScript side's record limit (config kafka.max_message_bytes).
 MAX_MESSAGE_BYTES = 67_108_864
 _FIXED = {"enable.idempotence": True, "acks": "all"}
@@ -50,15 +48,19 @@ _FIXED = {"enable.idempotence": True, "acks": "all"}
 def producer_settings(brokers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The librdkafka settings of the publisher's producer (``bench publish`` gives its raw producer the same).
 
+    The environment's SASL/TLS settings (:mod:`rollout_stream.kafka_env`) are
+    in; ``extra`` wins over them.
+
     Raises:
         ValueError: ``extra`` tries to change idempotence or acks.
+        ConfigError: A SASL/TLS environment variable is unusable.
     """
     extra = dict(extra or {})
     for key, want in _FIXED.items():
         if key in extra and str(extra[key]).lower() != str(want).lower():
             raise ValueError(f"{key} must stay {want!r} for the rollout publisher (got {extra[key]!r})")
     return {
-        "bootstrap.servers": brokers,
+        **kafka_env.client_config(brokers),
         "message.max.bytes": MAX_MESSAGE_BYTES,
         # Only reached by a produce without a partition; ours always name one.
         "partitioner": "murmur2_random",
@@ -112,9 +114,9 @@ class RolloutPublisher:
         registry_url: Confluent-API registry; default ``$SCHEMA_REGISTRY_URL`` or
             Apicurio's local ``http://127.0.0.1:8081/apis/ccompat/v7``.
         topic_prefix: Sandbox prefix; default ``$TOPIC_PREFIX`` or none.
-        producer_config: More librdkafka settings (SASL/TLS, ``client.id``,
-            ``linger.ms``, ``compression.type``, ...). ``enable.idempotence``
-            and ``acks`` are fixed (true, all).
+        producer_config: More librdkafka settings (``client.id``, ``linger.ms``,
+            ``compression.type``, SASL/TLS over the environment's, ...).
+            ``enable.idempotence`` and ``acks`` are fixed (true, all).
         registry_config: More registry client settings (``basic.auth.user.info``, ...).
         schema_id: Use this registry id instead of registering (offline tools, tests).
         schema: The row-completed schema (parsed JSON); default ``schemas/row-completed.avsc``.
@@ -130,6 +132,8 @@ class RolloutPublisher:
         RegistryUnavailableError: The registry did not answer.
         SchemaRegistrationError: The registry refused the schema.
         ValueError: ``producer_config`` tries to change idempotence or acks.
+        ConfigError: A SASL/TLS environment variable is unusable
+            (:mod:`rollout_stream.kafka_env`).
     """
 
     def __init__(
@@ -147,10 +151,9 @@ class RolloutPublisher:
         flush_timeout: float = 60.0,
         producer: Any = None,
     ) -> None:
-        prefix = topic_prefix if topic_prefix is not None else os.environ.get("TOPIC_PREFIX", "")
-        self.topic = f"{prefix}{topic}"
-        self.brokers = brokers or os.environ.get("KAFKA_BROKERS") or DEFAULT_BROKERS
-        self.registry_url = registry_url or os.environ.get("SCHEMA_REGISTRY_URL") or DEFAULT_REGISTRY_URL
+        self.topic = kafka_env.topic(topic, topic_prefix)
+        self.brokers = kafka_env.brokers(brokers)
+        self.registry_url = kafka_env.registry_url(registry_url)
         self.flush_timeout = flush_timeout
         self.stats = PublisherStats()
         self._schema = schema or row_completed_schema.load()

@@ -13,10 +13,11 @@ from typing import Any
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from . import kafka_env
 from .avro_body import parse_writer_schema
 from .errors import RegistryUnavailableError, UnknownSchemaError
 
-DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081/apis/ccompat/v7"
+DEFAULT_REGISTRY_URL = kafka_env.DEFAULT_REGISTRY_URL
 
 
 def make_registry_client(url: str, conf: dict[str, Any] | None = None) -> SchemaRegistryClient:
@@ -25,9 +26,11 @@ def make_registry_client(url: str, conf: dict[str, Any] | None = None) -> Schema
     Args:
         url: Registry base URL (Apicurio's is ``.../apis/ccompat/v7``).
         conf: More confluent-kafka registry settings (``basic.auth.user.info``,
-            ``ssl.ca.location``, ...); they override the defaults here.
+            ``ssl.ca.location``, ...); they override the defaults here and the
+            credentials of ``$SCHEMA_REGISTRY_USERNAME``/``_PASSWORD``.
     """
     settings: dict[str, Any] = {"url": url, "timeout": 10, "max.retries": 1, "retries.wait.ms": 200}
+    settings.update(kafka_env.registry_config())
     settings.update(conf or {})
     return SchemaRegistryClient(settings)
 

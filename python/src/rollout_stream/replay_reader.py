@@ -23,12 +23,13 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from . import kafka_env
 from .codec import JaggedMode, PackedGroup
-from .consumer import DEFAULT_BROKERS, MAX_MESSAGE_BYTES
+from .consumer import MAX_MESSAGE_BYTES
 from .deserializer import PackedDeserializer
 from .errors import BrokerUnavailableError, KafkaOperationError
 from .record_meta import Record
-from .registry import DEFAULT_REGISTRY_URL, SchemaResolver
+from .registry import SchemaResolver
 
 Progress = Callable[["ReplayStats", int, int, int], Any]  # (stats, partition, offset, end)
 
@@ -100,10 +101,10 @@ def to_millis(t: Any) -> int:
     return int(t)
 
 
-def _consumer(brokers: str, config: Mapping[str, Any] | None, group_id: str) -> Consumer:
+def _consumer(brokers: str | None, config: Mapping[str, Any] | None, group_id: str) -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": brokers,
+            **kafka_env.client_config(brokers),
             # Required by confluent-kafka; assign() without commits never creates it on the broker.
             "group.id": group_id,
             "enable.auto.offset.store": False,
@@ -167,8 +168,8 @@ def _ranges(
 
 def replay_records(
     topic: str,
-    brokers: str = DEFAULT_BROKERS,
-    registry_url: str = DEFAULT_REGISTRY_URL,
+    brokers: str | None = None,
+    registry_url: str | None = None,
     *,
     batch_ids: Iterable[str] | None = None,
     from_time: Any = None,
@@ -185,7 +186,8 @@ def replay_records(
 
     Args:
         topic: The packed topic.
-        brokers, registry_url: Where the broker and registry are.
+        brokers, registry_url: Where the broker and registry are; ``None``:
+            ``$KAFKA_BROKERS`` / ``$SCHEMA_REGISTRY_URL``, else the local defaults.
         batch_ids: Only groups of these batches (header ``batch_id`` first; decoded
             ``batch_id`` when the header is missing). ``None``: every group.
         from_time, to_time: Only records with ``from_time <= timestamp < to_time``
@@ -193,7 +195,8 @@ def replay_records(
         offsets: ``{partition: start}`` or ``{partition: (start, end)}`` (end
             exclusive, ``None``: the end); only these partitions are read.
         jagged, deserializer: How values are decoded (as :class:`PackedConsumer`).
-        config: Extra librdkafka settings (SASL/TLS).
+        config: Extra librdkafka settings; they win over the environment's
+            SASL/TLS settings (:mod:`rollout_stream.kafka_env`).
         timeout: Seconds for metadata/offset requests, and the quiet time after
             which a partition whose end cannot be reached is left (``stopped_early``).
         stats: A :class:`ReplayStats` to fill in (also readable while iterating).
@@ -210,7 +213,7 @@ def replay_records(
     want = None if batch_ids is None else set(batch_ids)
     t_lo = None if from_time is None else to_millis(from_time)
     t_hi = None if to_time is None else to_millis(to_time)
-    deser = deserializer or PackedDeserializer(SchemaResolver(registry_url), jagged=jagged)
+    deser = deserializer or PackedDeserializer(SchemaResolver(kafka_env.registry_url(registry_url)), jagged=jagged)
     st.client_group_id = f"rollout-stream-replay-{uuid.uuid4().hex[:12]}"
     consumer = _consumer(brokers, config, st.client_group_id)
     started = time.monotonic()

@@ -1,6 +1,7 @@
 """The ``rollout.row-completed`` value schema as the publisher registers and writes it.
 
-``schemas/row-completed.avsc`` is the source of truth for both languages.
+``schemas/row-completed.avsc`` is the source of truth for both languages;
+the package reads its shipped copy (:mod:`rollout_stream.schema_files`).
 The TypeScript side registers ``JSON.stringify(parsed .avsc)`` (compact,
 key order as in the file) under ``<topic>-value``; :func:`registered_text`
 produces that exact text, so both publishers get one schema id. The Python
@@ -14,18 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from . import js_json
+from . import js_json, schema_files
 from .errors import SchemaLayoutError
 
-SCHEMA_ENV = "ROLLOUT_STREAM_SCHEMAS"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
 SCHEMA_FILE = "row-completed.avsc"
 NAMESPACE = "dev.rolloutstream.v1"
 ROW_BRANCH = f"{NAMESPACE}.RolloutRow"
@@ -36,27 +38,16 @@ GYM_RESULT_BRANCH = f"{NAMESPACE}.GymResult"
 ENCODER_LAYOUT_SHA256 = "490602bb06e1d4c1125ad4d382e68538c37d9f0ad4f3daf97eb3da974f67d730"
 
 
-def schema_path() -> Path:
-    """``schemas/row-completed.avsc`` of the repository this package sits in.
-
-    Looks in ``$ROLLOUT_STREAM_SCHEMAS`` first, then walks up from this file.
-
-    Raises:
-        FileNotFoundError: No such file was found.
-    """
-    env = os.environ.get(SCHEMA_ENV)
-    if env and (Path(env) / SCHEMA_FILE).is_file():
-        return Path(env) / SCHEMA_FILE
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "schemas" / SCHEMA_FILE
-        if cand.is_file():
-            return cand
-    raise FileNotFoundError(f"schemas/{SCHEMA_FILE} not found above {__file__}; set {SCHEMA_ENV} to its folder")
+def schema_path() -> Traversable:
+    """``row-completed.avsc`` as shipped in the package (a copy of the repository's ``schemas/``)."""
+    return schema_files.schema_file(SCHEMA_FILE)
 
 
 def load(path: str | Path | None = None) -> dict[str, Any]:
-    """The schema as parsed JSON (key order as in the file)."""
-    return json.loads(Path(path or schema_path()).read_text(encoding="utf-8"))
+    """The schema as parsed JSON (key order as in the file): the shipped one, or the file at ``path``."""
+    if path is None:
+        return schema_files.schema_json(SCHEMA_FILE)
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def registered_text(schema: dict[str, Any]) -> str:

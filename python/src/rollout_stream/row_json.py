@@ -19,6 +19,7 @@ import datetime as _dt
 import io
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,7 +72,13 @@ def _tensor_from_json(v: Any, default: str, field: str) -> Any:
         try:
             dtype = np.dtype(v["dtype"])
             values = _numbers(v["values"]) if dtype.kind == "f" else v["values"]
-            return np.asarray(values, dtype=dtype).reshape([int(d) for d in v["shape"]])
+            with warnings.catch_warnings():
+                # numpy < 2 wraps an out-of-range integer around (with this warning) where numpy 2 raises OverflowError
+                warnings.simplefilter("error", DeprecationWarning)
+                arr = np.asarray(values, dtype=dtype)
+            return arr.reshape([int(d) for d in v["shape"]])
+        except DeprecationWarning:
+            raise InvalidRowError(field, f"is not a valid {v.get('dtype')!r} tensor: a value is out of bounds for {dtype}") from None
         except (TypeError, ValueError, OverflowError) as e:
             raise InvalidRowError(field, f"is not a valid {v.get('dtype')!r} tensor: {e}") from None
     if isinstance(v, list) and np.dtype(default).kind == "f":
