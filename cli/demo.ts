@@ -20,9 +20,11 @@ import type { TopicTail } from '../streams/kafka/types.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { startPipeline, type RunningPipeline } from '../streams/runtime/pipeline.js';
 import { RowProducer } from '../tools/row-producer.js';
-import { subjectOf, topicNames, topicSpecs } from '../streams/topics/names.js';
+import { subjectOf, topicNames } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
+import { runGymDemo } from './demo-gym.js';
+import { deleteTopics } from './demo-topics.js';
 import { eventCount, formatDemoSummary, stageCounts, type MetricJson } from './demo-summary.js';
 import { processIo, type Io } from './io.js';
 import { ensureLocalServices, ROOT } from '../tools/local-services.js';
@@ -40,6 +42,7 @@ export interface DemoArgs {
   keep: boolean;
   timeoutMs: number;
   config?: string | undefined;
+  gym: boolean;
 }
 
 export function parseDemoArgs(argv: string[]): DemoArgs {
@@ -53,6 +56,7 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
     timeout: { type: 'string' },
     keep: { type: 'boolean' },
     config: { type: 'string' },
+    gym: { type: 'boolean' },
   });
   const profile = (values.profile ?? 'default') as ProfileName;
   if (!PROFILES[profile]) throw new UsageError(`--profile must be one of ${Object.keys(PROFILES).join(', ')}, got ${values.profile}`);
@@ -66,8 +70,9 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
     faults,
     seed: intFlag('seed', values.seed, 7),
     keep: values.keep ?? false,
-    timeoutMs: intFlag('timeout', values.timeout, 90, 1) * 1000,
+    timeoutMs: intFlag('timeout', values.timeout, values.gym ? 300 : 90, 1) * 1000,
     config: values.config,
+    gym: values.gym ?? false,
   };
 }
 
@@ -95,19 +100,6 @@ function pythonInspect(io: Io, config: Config, topic: string, groupId: string): 
     throw new RolloutStreamError('python_inspect', `the Python client could not decode ${groupId} (${why}):\n${r.stderr}${r.stdout}`);
   }
   return r.stdout;
-}
-
-async function deleteTopics(config: Config): Promise<void> {
-  const admin = await createOpsClient(config.kafka, 'demo').admin();
-  try {
-    const existing = new Set(await admin.listTopics());
-    const topics = topicSpecs(config)
-      .map((s) => s.topic)
-      .filter((t) => existing.has(t));
-    if (topics.length > 0) await admin.deleteTopics(topics);
-  } finally {
-    await admin.close();
-  }
 }
 
 /** Runs the demo; returns the exit code. */
@@ -271,6 +263,7 @@ export const demoCommand: Command = {
   summary: 'the whole pipeline end to end on a local broker, with a summary',
   usage: `usage: ./rollout-stream demo [--batches B] [--groups G] [--generations N] [--profile P]
                             [--faults SPEC] [--seed S] [--timeout SECONDS] [--keep] [--config F]
+       ./rollout-stream demo --gym [--batches B] [--generations N] [--timeout SECONDS] [--keep]
 
 Starts the local broker and registry (unless KAFKA_BROKERS is set), creates
 the topics under a fresh prefix (demo.<id>.), runs accumulate, postprocess
@@ -283,6 +276,15 @@ Python client (.venv, created by scripts/python-env.sh if missing) decodes
 one packed group. Without --keep the topics (and a broker the demo started)
 are removed at the end.
 
+With --gym, NeMo-Gym itself drives the pipeline: NeMo-Gym's own servers
+(head, vllm_model, simple_agent over two of its example resource servers;
+its venv is installed by scripts/gym-env.sh on first use, ~3 min) answer
+with a toy policy, \`python -m rollout_stream collect\`'s library call
+publishes B batches of N rollouts per task, and the trainer's consumer
+checks every packed generated token against what the policy generated,
+ending with one line: gym demo: <G> groups packed, <T> generated tokens
+checked against the policy, <M> mismatches. The stages run in this process.
+
 Options:
   --batches B      batches (default 3)
   --groups G       groups per batch (default 8)
@@ -292,12 +294,16 @@ Options:
   --seed S         load generator seed (default 7)
   --timeout S      give up waiting after S seconds (default 90)
   --keep           keep the topics and the broker for trace/replay/dlq afterwards
+  --gym            NeMo-Gym's servers and the collector instead of the load generator
   --config F       config file (processing settings, brokers)
 
 Examples:
   ./rollout-stream demo
-  ./rollout-stream demo --batches 1 --groups 4 --keep`,
+  ./rollout-stream demo --batches 1 --groups 4 --keep
+  ./rollout-stream demo --gym --batches 2 --generations 4`,
   async run(argv) {
-    return runDemo(parseDemoArgs(argv), processIo);
+    const args = parseDemoArgs(argv);
+    if (args.gym) return runGymDemo({ batches: args.batches, generations: args.generations, keep: args.keep, timeoutMs: args.timeoutMs, config: args.config }, processIo);
+    return runDemo(args, processIo);
   },
 };

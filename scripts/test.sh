@@ -73,6 +73,11 @@ if [[ -x scripts/python-env.sh ]]; then
   step "Python environment"
   scripts/python-env.sh || { echo "could not prepare the Python environment" >&2; exit 1; }
 fi
+# NeMo-Gym's own venv (Python 3.12, nemo-gym from PyPI) for the collector's tests.
+if [[ $UNIT_ONLY == 0 && -x scripts/gym-env.sh ]]; then
+  step "NeMo-Gym environment"
+  scripts/gym-env.sh || { echo "could not prepare NeMo-Gym's environment" >&2; exit 1; }
+fi
 
 step "TypeScript unit tests"
 npx vitest run --project unit --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-unit.json" || failed=1

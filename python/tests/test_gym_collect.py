@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -32,9 +31,7 @@ import uuid
 from pathlib import Path
 
 import fastavro
-import numpy as np
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from rollout_stream import PackedConsumer, feed
 from rollout_stream import row_completed_schema
@@ -43,6 +40,9 @@ from rollout_stream.framing import HEADER_SIZE
 from rollout_stream.json_form import record_from_json
 
 from test_publisher_pipeline import end_offsets, launcher, read_all, wait_for_line
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "gym"))
+from ground_truth import PolicyRecord, check_group  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -118,9 +118,9 @@ def pipeline(kafka_env, tmp_path):
         log.close()
 
 
-def collect(py: str, env: dict, head: str, tasks: Path, batch: str, *extra: str, check: bool = True) -> dict:
+def collect(py: str, env: dict, head: str, tasks: Path, batch: str, *extra: str, check: bool = True, backend: str = "nemo_gym") -> dict:
     out = subprocess.run([py, "-m", "rollout_stream", "collect", "--tasks", str(tasks), "--generations", str(GENERATIONS),
-                          "--batch-id", batch, "--head-server", head, "--backend", "nemo_gym", "--summary-json", "--quiet", *extra],
+                          "--batch-id", batch, "--head-server", head, "--backend", backend, "--summary-json", "--quiet", *extra],
                          env=env, capture_output=True, text=True, timeout=300)
     if check:
         assert out.returncode == 0, f"collect {batch} failed ({out.returncode}): {out.stderr[-3000:]}"
@@ -143,48 +143,6 @@ def published_results(brokers: str, topic: str) -> list[dict]:
         elif "num_rows" in ev:
             lines.append({"batch_end": {"batch_id": ev["batch_id"], "num_rows": ev["num_rows"]}})
     return lines
-
-
-def policy_truth(record: Path) -> tuple[dict, set]:
-    """Generations by their token ids, and every tokenized prompt, from the policy's record."""
-    gens, prompts = {}, set()
-    for line in record.read_text().splitlines():
-        r = json.loads(line)
-        if r["kind"] == "generate":
-            gens[tuple(r["ids"])] = r
-        else:
-            prompts.add(tuple(r["prompt_ids"]))
-    return gens, prompts
-
-
-def runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of ones."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
-def check_against_policy(fields, tags, sample_ids, record: Path, rewards: dict) -> int:
-    """Every row's tokens, mask and logprobs against the policy's ground truth; returns the generated tokens checked."""
-    gens, prompts = policy_truth(record)
-    ids, mask, lps = fields["input_ids"], fields["token_mask"], fields["generation_logprobs"]
-    checked = 0
-    for r in range(len(sample_ids)):
-        lo, hi = ids.offsets[r], ids.offsets[r + 1]
-        row_ids, row_mask, row_lp = ids.values[lo:hi], mask.values[lo:hi], lps.values[lo:hi]
-        turns = runs(row_mask)
-        assert turns, f"{sample_ids[r]}: no generated token"
-        for start, end in turns:
-            gen = gens.get(tuple(row_ids[start:end].tolist()))
-            assert gen is not None, f"{sample_ids[r]}: tokens [{start}, {end}) are no generation of the policy"
-            assert tuple(row_ids[:start].tolist()) == tuple(gen["prompt_ids"]), f"{sample_ids[r]}: the prompt before [{start}, {end}) is not the one it was generated for"
-            assert tuple(gen["prompt_ids"]) in prompts, f"{sample_ids[r]}: prompt never tokenized by the policy"
-            np.testing.assert_array_equal(row_lp[start:end], np.asarray(gen["logprobs"], dtype=np.float32))
-            checked += end - start
-        # Outside the generated turns: mask 0 and logprob 0.
-        assert not row_lp[row_mask == 0].any()
-        key = (tags[r]["group_id"], r)
-        assert float(fields["total_reward"][r]) == pytest.approx(rewards[key]), f"{sample_ids[r]}: reward"
-    return checked
 
 
 def test_nemo_gym_rollouts_reach_the_trainer_exactly_as_the_policy_generated_them(kafka_env, gym, pipeline, tmp_path):
@@ -219,17 +177,22 @@ def test_nemo_gym_rollouts_reach_the_trainer_exactly_as_the_policy_generated_the
     for key, value in packed:
         assert value[HEADER_SIZE:] == encode_packed_value(record_from_json(expected[key]), 0)[HEADER_SIZE:], key
 
-    seen, checked = [], 0
+    seen, checked, mismatches = [], 0, []
+    truth = PolicyRecord(record)
     with PackedConsumer(f"{prefix}rollout.packed", f"trainer-{uuid.uuid4().hex[:6]}", kafka_env.brokers,
                         kafka_env.registry_url, jagged="numpy") as consumer:
         def put(sample_ids, fields, tags):
             nonlocal checked
             seen.append(tags[0]["group_id"])
             assert all(t["weight_version"] == 3 for t in tags)
-            checked += check_against_policy(fields, tags, sample_ids, record, rewards)
+            n, bad = check_group(fields, sample_ids, truth)
+            checked += n
+            mismatches.extend(bad)
+            for r, t in enumerate(tags):
+                assert float(fields["total_reward"][r]) == pytest.approx(rewards[(t["group_id"], r)]), sample_ids[r]
         feed(consumer, put, stop_after=len(expected), idle_timeout=60)
     assert sorted(seen) == sorted(expected)
-    assert checked > 0
+    assert mismatches == [] and checked > 0
 
 
 def test_a_killed_collect_run_again_loses_and_duplicates_nothing(kafka_env, gym, pipeline, tmp_path):
@@ -260,14 +223,16 @@ def test_a_killed_collect_run_again_loses_and_duplicates_nothing(kafka_env, gym,
 
 
 def test_a_rollout_that_keeps_failing_dead_letters_its_group_as_incomplete(kafka_env, gym, pipeline, tmp_path):
-    head, _record, py = gym
+    head, _record, _py = gym
     env, prefix, _ = pipeline
     good, bad = gym_tasks()[0], json.loads(json.dumps(gym_tasks()[0]))
     bad["responses_create_params"]["input"][-1]["content"] += f" {FAIL_MARK}"
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     batch = f"{prefix}fail"
-    s = collect(py, env, head, tasks, batch, "--add-seed", check=False)
+    # From this suite's own Python (3.11 here, no nemo-gym): the plain-HTTP way to NeMo-Gym's agents.
+    s = collect(sys.executable, env, head, tasks, batch, "--add-seed", check=False, backend="http")
+    assert s["backend"] == "http"
     # Rollout 1 of the bad prompt (seed 1, batch row N + 1) fails all three attempts; its other rollouts succeed.
     assert s["rc"] == 1 and s["failed"] == 1 and s["published"] == 2 * GENERATIONS - 1 and s["retried"] == 2, s
     assert [(f["row_index"], f["group_id"], f["attempts"]) for f in s["failures"]] == [(GENERATIONS + 1, f"{batch}/g1", 3)]

@@ -162,6 +162,8 @@ class RolloutPublisher:
         self._failures: list[FailedDelivery] = []
         self._fatal: str | None = None
         self._closed = False
+        # The connection settings a reader of the same cluster needs (the collector reads a batch back).
+        self.client_config = {k: v for k, v in (producer_config or {}).items() if k.startswith(("security.", "sasl.", "ssl."))}
         self._producer = producer if producer is not None else self._make_producer(producer_config)
         self.num_partitions = self._partition_count(connect_timeout)
         self.schema_id = schema_id if schema_id is not None else self._register(registry_config)

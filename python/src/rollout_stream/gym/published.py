@@ -19,6 +19,7 @@ import time
 import uuid
 from typing import Any, Iterable, Mapping
 
+from .. import kafka_env
 from ..errors import BrokerUnavailableError, KafkaOperationError
 from ..framing import HEADER_SIZE
 from ..partitioner import partition_for_key
@@ -81,8 +82,7 @@ def published_row_indices(
     groups = {g.encode() for g in group_ids}
     c = Consumer(
         {
-            **dict(config or {}),
-            "bootstrap.servers": brokers,
+            **kafka_env.client_config(brokers, config),
             "group.id": f"rollout-stream-collect-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

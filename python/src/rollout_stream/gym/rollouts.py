@@ -77,7 +77,12 @@ class NemoGymRunner(Runner):
         from nemo_gym.config_types import BaseServerConfig
         from nemo_gym.rollout_collection import RolloutCollectionHelper
 
+        from nemo_gym.server_utils import is_global_aiohttp_client_setup
+
         u = urlparse(head_url)
+        # NeMo-Gym's HTTP client is one aiohttp session per process, bound to the event loop it was made in;
+        # one made here is closed again in close(), so the next collect (another loop) makes its own.
+        self._owns_session = not is_global_aiohttp_client_setup()
         try:
             self._client = RolloutCollectionHelper().setup_server_client(BaseServerConfig(host=u.hostname, port=u.port))
         except Exception as e:  # noqa: BLE001 - requests' connection errors, bad answers
@@ -97,6 +102,16 @@ class NemoGymRunner(Runner):
             body = getattr(e, "response_content", b"") or b""
             raise RolloutFailedError(f"agent {row['agent_ref']['name']} answered HTTP {res.status}: {body[:300]!r}", status=res.status) from e
         return await get_response_json(res)
+
+    async def close(self) -> None:
+        if not self._owns_session:
+            return
+        import nemo_gym.server_utils as su
+
+        session = su.get_global_aiohttp_client() if su.is_global_aiohttp_client_setup() else None
+        if session is not None:
+            await session.close()
+            su._GLOBAL_AIOHTTP_CLIENT = None  # what its global_aiohttp_client_exit() resets, but inside this loop
 
 
 class HttpRunner(Runner):
