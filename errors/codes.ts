@@ -76,6 +76,8 @@ export const ERROR_CODES = {
   unequal_partitions: 'fatal',
   authorization_failed: 'fatal',
   restore_failed: 'fatal',
+  /** A record written by reference under another ingest config than the reader's: its rows would convert differently here. */
+  ingest_config_mismatch: 'fatal',
   /** A consumer that lost its membership could not rejoin, for a reason that is not transient. */
   consumer_failed: 'fatal',
   transaction_state: 'fatal',

@@ -15,6 +15,8 @@ import { openTokenizer } from './reward-penalty-config.js';
 /** Token ids → text, special tokens kept, no clean-up of tokenization spaces. */
 export interface TokenDecoder {
   decode(ids: ArrayLike<number>): string;
+  /** What identifies its vocabulary: the SHA-256 of the tokenizer.json it was loaded from (absent for hand-built ones). */
+  readonly id?: string;
 }
 
 export interface ResolvedIngestConfig {
@@ -34,10 +36,11 @@ const PENALTY_TOKENIZER_KEY = 'postprocess.reward_penalties.tokenizer_path';
  * decodes to "" here (a later turn may add no prompt tokens).
  */
 export function loadTokenDecoder(tokenizerPath: string, configDir: string, key: string): TokenDecoder {
-  const { tokenizer } = openTokenizer(tokenizerPath, configDir, key);
+  const { tokenizer, sha256 } = openTokenizer(tokenizerPath, configDir, key);
   const options = { skip_special_tokens: false, clean_up_tokenization_spaces: false };
   return {
     decode: (ids) => (ids.length === 0 ? '' : tokenizer.decode(Array.from(ids), options)),
+    id: `sha256:${sha256}`,
   };
 }
 

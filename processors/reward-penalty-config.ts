@@ -7,6 +7,7 @@
  * processors. Every refusal is a `ConfigError` naming the key, so a bad
  * config stops the process before it reads any input.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -67,13 +68,16 @@ export interface TagEncoder {
  * path resolves against `configDir`), shared by every config block that
  * names one. Throws a ConfigError on `key` (the config key the path came
  * from) when the file is missing, is not JSON, or is not a tokenizer the
- * library can build. Returns the tokenizer and the resolved path.
+ * library can build. Returns the tokenizer, the resolved path and the
+ * SHA-256 of the file's bytes (hex): what identifies the tokenizer wherever
+ * the file lies (processors/ingest-fingerprint.ts).
  */
-export function openTokenizer(tokenizerPath: string, configDir: string, key: string): { tokenizer: Tokenizer; path: string } {
+export function openTokenizer(tokenizerPath: string, configDir: string, key: string): { tokenizer: Tokenizer; path: string; sha256: string } {
   const path = isAbsolute(tokenizerPath) ? tokenizerPath : resolve(configDir, tokenizerPath);
   try {
-    const json: unknown = JSON.parse(readFileSync(path, 'utf8'));
-    return { tokenizer: new Tokenizer(json as object, {}), path };
+    const bytes = readFileSync(path);
+    const json: unknown = JSON.parse(bytes.toString('utf8'));
+    return { tokenizer: new Tokenizer(json as object, {}), path, sha256: createHash('sha256').update(bytes).digest('hex') };
   } catch (cause) {
     const why = cause instanceof Error ? cause.message : String(cause);
     throw new ConfigError(key, `cannot load tokenizer ${path}: ${why}`, { cause });

@@ -175,6 +175,9 @@ function refsFromAvro(refs: AvroObject[] | null): RowRef[] | null {
   return refs ? refs.map((r) => ({ partition: r.partition, offset: String(r.offset) })) : null;
 }
 
+/** A reference record's ingest fingerprint, when it has one (records written before them have none). */
+const fingerprintOf = (o: AvroObject): { ingest_fingerprint?: string } => (typeof o.ingest_fingerprint === 'string' ? { ingest_fingerprint: o.ingest_fingerprint } : {});
+
 /** With `row_refs` the reference form: no rows (row-refs.ts). */
 export function groupToAvro(g: GroupRecord): AvroObject {
   return {
@@ -185,6 +188,7 @@ export function groupToAvro(g: GroupRecord): AvroObject {
     prompt_idx: g.prompt_idx,
     task_index: g.task_index,
     row_refs: refsToAvro(g.row_refs),
+    ingest_fingerprint: g.row_refs ? (g.ingest_fingerprint ?? null) : null,
     rows: g.row_refs ? [] : g.rows.map(rowToAvro),
   };
 }
@@ -199,7 +203,7 @@ export function groupFromAvro(o: AvroObject): GroupRecord {
     prompt_idx: o.prompt_idx,
     task_index: o.task_index,
   };
-  if (refs) return { ...head, rows: [], row_refs: refs, unresolved: true };
+  if (refs) return { ...head, rows: [], row_refs: refs, ...fingerprintOf(o), unresolved: true };
   return { ...head, rows: o.rows.map(rowFromAvro) };
 }
 
@@ -250,6 +254,7 @@ export function penalizedToAvro(g: PenalizedRecord): AvroObject {
     reward_component_names: g.reward_component_names,
     metrics: g.metrics,
     row_refs: refsToAvro(g.row_refs),
+    ingest_fingerprint: byReference ? (g.ingest_fingerprint ?? null) : null,
   };
 }
 
@@ -277,5 +282,5 @@ export function penalizedFromAvro(o: AvroObject): PenalizedRecord {
     reward_component_names: o.reward_component_names,
     metrics: o.metrics,
   };
-  return refs ? { ...g, row_refs: refs, unresolved: true } : g;
+  return refs ? { ...g, row_refs: refs, ...fingerprintOf(o), unresolved: true } : g;
 }

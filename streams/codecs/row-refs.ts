@@ -26,6 +26,13 @@ export interface RowRef {
  */
 export interface RowRefFields {
   row_refs?: RowRef[];
+  /**
+   * Reference form: the fingerprint of the ingest config that derived the
+   * rows (processors/ingest-fingerprint.ts); a reader that would convert a
+   * GymResult row under another one refuses the record. Absent in records
+   * written before fingerprints existed.
+   */
+  ingest_fingerprint?: string;
   unresolved?: true;
 }
 
@@ -49,8 +56,13 @@ export function penalizedWithRows(p: PenalizedRecord, rows: RolloutRow[]): Penal
   };
 }
 
-/** The record to write: with `refs` in reference form, else in full form (no references). */
-export function asWritten<T extends object>(value: T & RowRefFields, refs: RowRef[] | null): T & RowRefFields {
-  const { row_refs: _r, unresolved: _u, ...rest } = value;
-  return (refs ? { ...rest, row_refs: refs } : rest) as T & RowRefFields;
+/**
+ * The record to write: with `refs` in reference form, carrying
+ * `fingerprint` (the ingest config that derived the rows), else in full form
+ * (no references, no fingerprint).
+ */
+export function asWritten<T extends object>(value: T & RowRefFields, refs: RowRef[] | null, fingerprint: string | null): T & RowRefFields {
+  const { row_refs: _r, ingest_fingerprint: _f, unresolved: _u, ...rest } = value;
+  if (!refs) return rest as T & RowRefFields;
+  return (fingerprint ? { ...rest, row_refs: refs, ingest_fingerprint: fingerprint } : { ...rest, row_refs: refs }) as T & RowRefFields;
 }

@@ -6,9 +6,19 @@
  * equals the group accumulate closed. A row that is not where its reference
  * says — deleted by retention, or another record at that offset — makes its
  * group `gone`: the caller dead-letters it as `incomplete_group`.
+ *
+ * A GymResult row is converted only under the ingest config that derived
+ * it: a record carrying another config's fingerprint (row-refs.ts
+ * `ingest_fingerprint`) makes `resolve` throw `ingest_config_mismatch`
+ * (fatal: the reader's config must change, not the record), naming both
+ * fingerprints and the keys that differ. Plain RolloutRows need no
+ * conversion, and records without a fingerprint (written before them) are
+ * read as before.
  */
 import { ingestGymResult } from '../../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../../processors/ingest-config.js';
+import { ingestFingerprint, ingestFingerprintDifferences } from '../../processors/ingest-fingerprint.js';
+import { RolloutStreamError } from '../../errors/index.js';
 import type { RolloutRow } from '../../processors/types.js';
 import type { TopicCodec } from './codec.js';
 import { groupWithRows, penalizedWithRows, type GroupRecord, type PenalizedRecord, type RowRef } from './row-refs.js';
@@ -22,6 +32,8 @@ export interface GroupRefs {
   group_id: string;
   firstRowIndex: number;
   refs: RowRef[];
+  /** The fingerprint of the ingest config that derived the rows; null: unknown (written before fingerprints). */
+  fingerprint: string | null;
 }
 
 /** Reads back the rows of reference records of one kind; answers in the order asked. */
@@ -45,7 +57,12 @@ export interface RowResolverOptions {
 }
 
 export class RowResolver {
-  constructor(private readonly o: RowResolverOptions) {}
+  /** This reader's ingest config, as records carry it. */
+  readonly fingerprint: string;
+
+  constructor(private readonly o: RowResolverOptions) {
+    this.fingerprint = ingestFingerprint(o.ingest);
+  }
 
   /** The rows of each group, in the order of its references (= row index order). */
   async resolve(groups: GroupRefs[]): Promise<Resolution[]> {
@@ -65,7 +82,7 @@ export class RowResolver {
     return out;
   }
 
-  private async rowsOf({ group_id: groupId, firstRowIndex, refs }: GroupRefs, found: Map<number, Map<string, Buffer | null>>): Promise<Resolution> {
+  private async rowsOf({ group_id: groupId, firstRowIndex, refs, fingerprint }: GroupRefs, found: Map<number, Map<string, Buffer | null>>): Promise<Resolution> {
     const rows: RolloutRow[] = [];
     const missing: number[] = [];
     const why: string[] = [];
@@ -74,7 +91,7 @@ export class RowResolver {
       const index = firstRowIndex + i;
       const at = `${this.o.topic}[${partition}]@${offset}`;
       const value = found.get(partition)?.get(offset);
-      const row = value ? await this.rowAt(value, at) : `${at} is gone (retention deleted it, or the topic was recreated)`;
+      const row = value ? await this.rowAt(value, at, groupId, fingerprint) : `${at} is gone (retention deleted it, or the topic was recreated)`;
       if (typeof row === 'string') {
         missing.push(index);
         why.push(row);
@@ -90,8 +107,8 @@ export class RowResolver {
     return { ok: false, missing, message: `rows ${missing.join(', ')} of group ${groupId} cannot be read back: ${why.slice(0, 3).join('; ')}${more}` };
   }
 
-  /** The row a row-completed record holds, or why it holds none. */
-  private async rowAt(value: Buffer, at: string): Promise<RolloutRow | string> {
+  /** The row a row-completed record holds, or why it holds none; throws `ingest_config_mismatch` (file comment). */
+  private async rowAt(value: Buffer, at: string, groupId: string, fingerprint: string | null): Promise<RolloutRow | string> {
     let e;
     try {
       e = await this.o.rowCodec.decode(value);
@@ -101,15 +118,28 @@ export class RowResolver {
     }
     if (e.kind === 'row') return e.row;
     if (e.kind === 'batch_end') return `${at} is a BatchEnd`;
+    if (fingerprint !== null && fingerprint !== this.fingerprint) throw ingestMismatch(groupId, at, fingerprint, this.fingerprint);
     const converted = ingestGymResult(e.result, this.o.ingest);
     return converted.ok ? converted.row : `${at} no longer converts (${converted.reason}: ${converted.message}; was the ingest config changed?)`;
   }
 }
 
-const refsOf = (v: { group_id: string; group_index: number; num_generations: number; row_refs?: RowRef[] }): GroupRefs => ({
+/** A record's rows would convert differently under this reader's ingest config than under the writer's. */
+function ingestMismatch(groupId: string, at: string, theirs: string, mine: string): RolloutStreamError {
+  const keys = ingestFingerprintDifferences(theirs, mine);
+  return new RolloutStreamError(
+    'ingest_config_mismatch',
+    `group ${groupId} was written by reference under ingest config ${theirs}; this reader's is ${mine}, under which its GymResult row ${at} ` +
+      `would convert into another row (different: ${keys.join(', ')}). Read it with the writer's ingest settings; change them only ` +
+      `once postprocess and pack have read what was written by reference (or write in full meanwhile: runtime.intermediate_records: full)`,
+  );
+}
+
+const refsOf = (v: { group_id: string; group_index: number; num_generations: number; row_refs?: RowRef[]; ingest_fingerprint?: string }): GroupRefs => ({
   group_id: v.group_id,
   firstRowIndex: v.group_index * v.num_generations,
   refs: v.row_refs ?? [],
+  fingerprint: v.ingest_fingerprint ?? null,
 });
 
 /** Group-complete records' references. */

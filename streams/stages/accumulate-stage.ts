@@ -28,6 +28,7 @@ import type { TopicNames } from '../topics/names.js';
 import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
 import { asWritten, type RowRef } from '../codecs/row-refs.js';
+import { ingestFingerprint } from '../../processors/ingest-fingerprint.js';
 
 export interface AccumulateStageDeps {
   topics: TopicNames;
@@ -62,6 +63,8 @@ export function accumulateStage(deps: AccumulateStageDeps): Stage {
 
 class AccumulateProcessor implements PartitionProcessor {
   private readonly state = createAccumulatorState();
+  /** Written with every group by reference: a reader re-deriving its GymResult rows must convert as this config does. */
+  private readonly fingerprint: string;
   /** Where each row payload came from (payload objects are the pending rows' bytes). */
   private readonly sources = new WeakMap<Uint8Array, SourceRecord>();
   private readonly emittedByBatch = new Map<string, Set<string>>();
@@ -72,7 +75,9 @@ class AccumulateProcessor implements PartitionProcessor {
   constructor(
     private readonly deps: AccumulateStageDeps,
     private readonly partition: number,
-  ) {}
+  ) {
+    this.fingerprint = ingestFingerprint(deps.ingest);
+  }
 
   async restore(record: { key: string; value: Buffer | null }): Promise<void> {
     if (record.key.startsWith('x/')) {
@@ -261,7 +266,7 @@ class AccumulateProcessor implements PartitionProcessor {
     for (const { group, payloads } of result.groups) {
       const refs = this.deps.references ? this.refsOf(payloads) : null;
       // In process (fused) the next node gets the rows themselves, and the references to pass on.
-      const decoded = refs ? asWritten(group, refs) : group;
+      const decoded = refs ? asWritten(group, refs, this.fingerprint) : group;
       const value = refs
         ? this.deps.groupCodec.encode(decoded)
         : (assembleGroupValue(group, payloads, this.deps.rowCodec.schemaId, this.deps.groupCodec, this.deps.groupCodec.schemaId) ?? this.deps.groupCodec.encode(group));

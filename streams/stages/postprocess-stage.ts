@@ -56,8 +56,9 @@ export function postprocessStage(deps: PostprocessStageDeps): Stage {
           }
           progress({ type: 'group_rows', batch_id: group.batch_id, group_id: group.group_id, group_index: group.group_index, rows: result.metricRows });
           const headers = recordHeaders(group.batch_id, result.penalized.weight_version);
-          // The record as written is also what the next node gets in process (fused): the rows' fields and, by reference, the references.
-          const written = asWritten(result.penalized, deps.references ? (group.row_refs ?? null) : null);
+          // The record as written is also what the next node gets in process (fused): the rows' fields and, by reference,
+          // the references with the fingerprint of the ingest config that derived the rows (the group's, passed on).
+          const written = asWritten(result.penalized, deps.references ? (group.row_refs ?? null) : null, group.ingest_fingerprint ?? null);
           out.messages.push({ topic: topics.penalized, key: group.group_id, value: deps.penalizedCodec.encode(written), decoded: written, headers });
           out.messages.push({
             topic: topics.metrics,

@@ -10,7 +10,11 @@ import { describe, expect, test } from 'vitest';
 import { configSchema, PIPELINE_STAGES } from '../../../config/schema.js';
 import { generateEvents } from '../../../loadgen/generate-events.js';
 import { gymResultFromRow } from '../../../loadgen/gym-result.js';
-import { resolveIngestConfig } from '../../../processors/ingest-config.js';
+import { resolveIngestConfig, type ResolvedIngestConfig } from '../../../processors/ingest-config.js';
+import { ingestFingerprint } from '../../../processors/ingest-fingerprint.js';
+import { packStage } from '../../../streams/stages/pack-stage.js';
+import { RolloutStreamError } from '../../../errors/index.js';
+import { classify, ProcessingFailure } from '../../../streams/runtime/error-policy.js';
 import { resolvePostprocessConfig } from '../../../processors/postprocess.js';
 import type { RolloutRow } from '../../../processors/types.js';
 import { avroSchema, type RecordKind } from '../../../schemas/index.js';
@@ -131,6 +135,25 @@ function postprocessOver(cluster: MemoryCluster, c: Codecs, references: boolean)
   });
 }
 
+/** A postprocess stage and a pack stage reading references from `cluster` with the ingest config `cfg`. */
+function readersWith(cluster: MemoryCluster, c: Codecs, cfg: ResolvedIngestConfig) {
+  const rows = new RowResolver({ topic: topics.rowCompleted, reader: cluster.offsetReader(), rowCodec: c.row, ingest: cfg });
+  const post = postprocessStage({
+    topics,
+    config: resolvePostprocessConfig(config.postprocess, { configDir: '.' }),
+    groupCodec: c.group,
+    penalizedCodec: c.penalized,
+    metricsCodec: c.metrics,
+    rows,
+    references: true,
+  });
+  const pack = packStage({ topics, config: config.pack, penalizedCodec: c.penalized, packedCodec: c.packed, rows });
+  return { post: post.createProcessor(0), pack: pack.createProcessor(0) };
+}
+
+/** Another ingest configuration: other thinking tags (the conversion's malformed-thinking flag reads them). */
+const otherIngest = resolveIngestConfig(configSchema.parse({ ingest: { thinking_tags: ['<reason>', '</reason>'] } }).ingest, { configDir: '.', postprocessTokenizerPath: null });
+
 const bytes = (records: InputRecord[]) => records.reduce((n, r) => n + (r.value?.length ?? 0), 0);
 const keyed = (records: InputRecord[]) => new Map(records.map((r) => [r.key!.toString(), r.value!.toString('base64')]));
 
@@ -242,6 +265,72 @@ describe('intermediate records by reference', () => {
     // Written "by reference" but with the references dropped: null message logs, no refs.
     const broken = c.penalized.encode({ ...noRefs, row_refs: [] } as typeof p);
     await expect(c.penalized.decode(broken)).rejects.toThrow(/row references/);
+  });
+
+  test('GymResult rows written by reference carry the fingerprint of the ingest config that derived them, in process and on the wire', async () => {
+    const c = await codecs();
+    const cluster = new MemoryCluster();
+    publish(cluster, c, rowsOf(2), true);
+    const chain = await runChain(cluster, c, true);
+    const mine = ingestFingerprint(ingest);
+    expect(mine).toMatch(/^ingest1:[0-9a-f]{8}(\.[0-9a-f]{8}){4}$/);
+    for (const r of chain.groupComplete) expect((await c.group.decode(r.value!)).ingest_fingerprint).toBe(mine);
+    for (const r of chain.penalized) expect((await c.penalized.decode(r.value!)).ingest_fingerprint).toBe(mine);
+    // Full records re-derive nothing and carry none.
+    const full = await runChain(cluster, c, false);
+    expect((await c.group.decode(full.groupComplete[0]!.value!)).ingest_fingerprint).toBeUndefined();
+    expect((await c.penalized.decode(full.penalized[0]!.value!)).ingest_fingerprint).toBeUndefined();
+  });
+
+  test('a reader with another ingest config refuses GymResult rows written by reference with ingest_config_mismatch, naming both fingerprints and the keys that differ', async () => {
+    const c = await codecs();
+    const cluster = new MemoryCluster();
+    publish(cluster, c, rowsOf(2), true);
+    const chain = await runChain(cluster, c, true);
+    const other = readersWith(cluster, c, otherIngest);
+    const [theirs, mine] = [ingestFingerprint(ingest), ingestFingerprint(otherIngest)];
+    expect(theirs).not.toBe(mine);
+    for (const refuse of [() => other.post.process(chain.groupComplete, 0), () => other.pack.process(chain.penalized, 0)]) {
+      const e = await refuse().then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(e, 'the reader refused').toBeInstanceOf(RolloutStreamError);
+      expect((e as RolloutStreamError).code).toBe('ingest_config_mismatch');
+      expect((e as Error).message).toContain(theirs);
+      expect((e as Error).message).toContain(mine);
+      expect((e as Error).message).toContain('ingest.thinking_tags');
+      expect((e as Error).message).not.toContain('ingest.routed_experts_dtype');
+      // The runtime stops the process on it (fatal), not dead-lettering group after group.
+      expect(classify(new ProcessingFailure('postprocess', [], e))).toEqual({ kind: 'fatal', code: 'ingest_config_mismatch' });
+    }
+    // The same config reads them.
+    const same = readersWith(cluster, c, resolveIngestConfig(config.ingest, { configDir: '.', postprocessTokenizerPath: null }));
+    expect((await same.post.process(chain.groupComplete, 0)).deadLetters).toEqual([]);
+  });
+
+  test('rows that need no conversion (RolloutRows), and reference records written before fingerprints, are read under any ingest config', async () => {
+    const c = await codecs();
+    const plain = new MemoryCluster();
+    publish(plain, c, rowsOf(2));
+    const chain = await runChain(plain, c, true);
+    const out = await readersWith(plain, c, otherIngest).post.process(chain.groupComplete, 0);
+    expect(out.deadLetters).toEqual([]);
+    expect(out.messages.filter((m) => m.topic === topics.penalized)).toHaveLength(2);
+    // GymResult references without a fingerprint (an earlier version wrote them): nothing to compare, read as before.
+    const gym = new MemoryCluster();
+    publish(gym, c, rowsOf(2), true);
+    const gymChain = await runChain(gym, c, true);
+    const old = await Promise.all(
+      gymChain.groupComplete.map(async (r) => {
+        const { ingest_fingerprint: _f, unresolved: _u, ...g } = await c.group.decode(r.value!);
+        return { ...r, value: c.group.encode(g) };
+      }),
+    );
+    expect((await c.group.decode(old[0]!.value)).ingest_fingerprint).toBeUndefined();
+    const read = await readersWith(gym, c, otherIngest).post.process(old, 0);
+    expect(read.deadLetters).toEqual([]);
+    expect(read.messages.filter((m) => m.topic === topics.penalized)).toHaveLength(2);
   });
 
   test('the stage registry builds, for each name runtime.stages takes, its stages and those that run beside it', async () => {
