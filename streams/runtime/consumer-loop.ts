@@ -6,7 +6,9 @@
  * partitions are out at once is its `concurrency`). Start-up retries
  * transient failures with backoff and a fresh source each time (a
  * half-started member is not reused); a membership lost for good gets a new
- * source once, following the start-up rule, never a loop.
+ * source once, following the start-up rule, never a loop; so does a task
+ * fenced by a newer owner (`rejoin`): this member's view of the group is
+ * stale, and a new member's assignment says what is still its own.
  */
 import type { InputRecord } from '../api/stage.js';
 import { classify } from './error-policy.js';
@@ -49,6 +51,8 @@ export class ConsumerLoop implements InputControl {
   private pumping: Promise<void> = Promise.resolve();
   /** Partitions with a batch being processed now. */
   private readonly busy = new Set<number>();
+  /** A rejoin under way (one at a time: every task fenced meanwhile is dropped by it). */
+  private rejoining: Promise<void> | null = null;
 
   constructor(private readonly o: ConsumerLoopOptions) {
     this.source = o.newSource();
@@ -147,11 +151,38 @@ export class ConsumerLoop implements InputControl {
 
   /** After a lost membership: drop the tasks, and join again with a new source. */
   private async replaceSource(): Promise<void> {
-    await this.o.tasks.reset();
+    await this.restartSource('restarting the consumer', 'restart the consumer');
+  }
+
+  /**
+   * A task of `partition` was fenced (InputControl.rejoin): leave the group
+   * and join it with a new member, the tasks dropped first, so that only the
+   * new assignment makes this runner initialize a partition's producer
+   * again. Nothing to do when the source no longer has the partition (a
+   * rebalance took it away; its revocation reaches the tasks) or a rejoin is
+   * under way already.
+   */
+  rejoin(partition: number): boolean {
+    if (this.stopping) return false;
+    if (this.rejoining) return true;
+    if (!this.source.assignment().has(partition)) return false;
+    this.o.log.warn(`${this.o.chainName}: rejoining consumer group ${this.o.groupId}: partition ${partition} was fenced by a newer owner`);
+    this.rejoining = this.restartSource('rejoining the group', 'rejoin the group').finally(() => (this.rejoining = null));
+    return true;
+  }
+
+  /**
+   * Joins again with a new source, the tasks dropped: the old source is
+   * replaced first, so nothing it reports any more reaches the tasks. The
+   * start-up rule: transient errors are retried, anything else is fatal (not
+   * a loop).
+   */
+  private async restartSource(what: string, failed: string): Promise<void> {
     await this.renewSource();
-    // The start-up rule: transient errors are retried, anything else is fatal (not a loop).
-    await this.retryTransient('restarting the consumer', () => this.startSource()).catch((e: Error) => {
-      this.o.log.error(`${this.o.chainName}: could not restart the consumer: ${e.message}`);
+    await this.o.tasks.reset();
+    if (this.stopping) return;
+    await this.retryTransient(what, () => this.startSource()).catch((e: Error) => {
+      this.o.log.error(`${this.o.chainName}: could not ${failed}: ${e.message}`);
       this.o.onFailed(e);
     });
   }

@@ -8,8 +8,12 @@
  *
  * It also routes failures (error policy, error-policy.ts): fatal errors stop
  * the runner; a processor's exception goes to the per-record policy
- * (record-policy.ts); anything else drops the task and rebuilds it with
- * backoff from the committed offset.
+ * (record-policy.ts); a fenced producer means someone else owns the
+ * partition now: the task is dropped, the partition given up and the
+ * consumer rejoins its group (Kafka Streams' TaskMigratedException), and
+ * the partition's producer is initialized again only if the new assignment
+ * gives it back, never to fence its new owner; anything else drops the task
+ * and rebuilds it with backoff from the committed offset.
  */
 import type { InputRecord, Stage } from '../api/stage.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
@@ -29,6 +33,13 @@ export interface InputControl {
   pause(partition: number): void;
   resume(partition: number): void;
   seek(partition: number, offset: string): void;
+  /**
+   * `partition`'s task was fenced: leave the group and join it afresh
+   * (`reset` first, then a new member whose assignment decides what this
+   * runner owns). False when the consumer already knows the partition is
+   * not its own (its revocation is on the way) and does not rejoin.
+   */
+  rejoin(partition: number): boolean;
 }
 
 /** One batch as the consumer hands it over, with its consumer's hooks. */
@@ -68,6 +79,8 @@ export class TaskManager {
   assigned = new Set<number>();
   /** Partitions paused by `runtime.poison.policy: stop`. */
   readonly stopped = new Set<number>();
+  /** Partitions given up after their task was fenced, until the consumer rejoined (`reset`): never prepared again before. */
+  private readonly givenUp = new Set<number>();
   /** Consecutive failed transactions per partition (not counting poison), for the backoff. */
   private readonly failures = new Map<number, number>();
   /** Consecutive restores a processor threw in. */
@@ -94,9 +107,10 @@ export class TaskManager {
 
   async onAssignment(parts: Set<number>): Promise<void> {
     const before = this.assigned;
-    this.assigned = parts;
+    // A partition given up stays given up until the rejoin's new member is assigned it.
+    this.assigned = new Set([...parts].filter((p) => !this.givenUp.has(p)));
     for (const p of before) {
-      if (parts.has(p)) continue;
+      if (this.assigned.has(p)) continue;
       // Whatever was wrong with it is the next owner's to count and report.
       this.o.health.released(p);
       this.stopped.delete(p);
@@ -104,7 +118,7 @@ export class TaskManager {
       this.o.policy.forget(p);
     }
     for (const [p, task] of this.tasks) {
-      if (!parts.has(p)) {
+      if (!this.assigned.has(p)) {
         this.tasks.delete(p);
         await task.exclusive(() => task.close());
         this.o.log.info(`${this.o.chainName}: partition ${p} revoked`);
@@ -115,10 +129,14 @@ export class TaskManager {
     this.prepareSoon(0);
   }
 
-  /** Forgets every assignment (a new consumer joins afresh). */
+  /** Forgets every assignment (a new consumer joins afresh): nothing is this runner's until the new member is assigned it. */
   async reset(): Promise<void> {
-    await this.dropAll();
+    const held = new Set([...this.assigned, ...this.givenUp]);
+    // First, so that no batch or preparation still under way builds a task (and initializes a producer) meanwhile.
     this.assigned = new Set();
+    this.givenUp.clear();
+    await this.dropAll();
+    for (const p of held) this.o.health.rebuilt(p);
   }
 
   async stop(): Promise<void> {
@@ -344,9 +362,10 @@ export class TaskManager {
   /**
    * After a failed batch or tick (the transaction, if any, is aborted):
    * fatal errors stop the runner; a processor's exception goes through the
-   * per-record policy; anything else (the cluster, fencing, a transaction
-   * that failed for a reason nobody coded) drops the task and rebuilds it,
-   * retrying with backoff (fenced: at once).
+   * per-record policy; a fenced producer gives the partition up and rejoins
+   * (giveUp); anything else (the cluster, a transaction that failed for a
+   * reason nobody coded) drops the task and rebuilds it, retrying with
+   * backoff.
    */
   private async onFailure(task: StreamTask, e: unknown, batch: InputRecord[]): Promise<void> {
     const c = classify(e);
@@ -355,6 +374,10 @@ export class TaskManager {
     this.o.metrics.transactionFailures.inc({ stage: this.o.chainName, fenced: String(fenced) });
     if (c.kind === 'fatal') {
       this.o.onFatal(e, 'transaction_state', `partition ${p}`);
+      return;
+    }
+    if (fenced) {
+      await this.giveUp(task, e);
       return;
     }
     if (c.kind === 'poison' && e instanceof ProcessingFailure) {
@@ -370,14 +393,40 @@ export class TaskManager {
     }
     const n = (this.failures.get(p) ?? 0) + 1;
     this.failures.set(p, n);
-    const wait = fenced ? 100 : retryDelayMs(n);
+    const wait = retryDelayMs(n);
     const message = (e as Error).message;
-    this.o.log.warn(
-      `${this.o.chainName}: partition ${p}: ${fenced ? 'fenced by a newer owner' : 'transaction failed'} [${c.code}]: ${message}; rebuilding the task` +
-        (fenced ? '' : ` in ${wait / 1000} s`),
-    );
-    this.o.health.rebuilding(p, `[${c.code}] ${message}`, fenced);
+    this.o.log.warn(`${this.o.chainName}: partition ${p}: transaction failed [${c.code}]: ${message}; rebuilding the task in ${wait / 1000} s`);
+    this.o.health.rebuilding(p, `[${c.code}] ${message}`, false);
     await this.recover(task, wait);
+  }
+
+  /**
+   * A newer producer of the partition's transactional id fenced this task:
+   * someone else owns the partition now (Kafka Streams' task-migrated path).
+   * The transaction is over (the new owner's init aborted it), the task and
+   * its in-memory state are dropped, and the partition is given up: nothing
+   * here initializes its producer again, which would fence the new owner
+   * back. The consumer rejoins its group, and the new assignment decides
+   * whether the partition comes back (then fenced and restored afresh). A
+   * task already replaced, or a partition already revoked, is only dropped.
+   */
+  private async giveUp(task: StreamTask, e: unknown): Promise<void> {
+    const p = task.partition;
+    const current = this.tasks.get(p) === task;
+    await this.dropTask(task);
+    if (!current || this.stopping || !this.assigned.has(p)) return;
+    const message = (e as Error).message;
+    this.assigned.delete(p);
+    if (this.input?.rejoin(p)) {
+      this.givenUp.add(p);
+      this.o.health.rebuilding(p, `[producer_fenced] ${message}`, true);
+      this.o.log.warn(
+        `${this.o.chainName}: partition ${p}: fenced by a newer owner [producer_fenced]: ${message}; ` +
+          `dropping its task, giving the partition up and rejoining the group (its producer is initialized again only if the new assignment gives it back)`,
+      );
+    } else {
+      this.o.log.info(`${this.o.chainName}: partition ${p}: fenced by its new owner after a rebalance took it away; task dropped`);
+    }
   }
 
   /** `runtime.poison.policy: stop`: the partition is paused (nothing is committed past the record) and /healthz says so. */

@@ -97,6 +97,8 @@ export class MemoryCluster implements KafkaClient {
   /** What `KafkaClient` calls on the cluster itself go through: a connection nobody kills. */
   private readonly direct: MemoryConnection;
   readonly groups = new Map<string, Group>();
+  /** Every InitProducerId so far, in order: which connection fenced whom (a test asks who took a partition back). */
+  readonly inits: Array<{ transactionalId: string; by: string }> = [];
   /** Virtual time (ms) of record timestamps, advanced by tests. */
   now = 1_700_000_000_000;
   /** Bumped by every change a reader could see (appends, transaction ends, group changes). */
@@ -266,8 +268,9 @@ export class MemoryCluster implements KafkaClient {
     return g;
   }
 
-  /** Bumps the id's epoch: the previous holder is fenced and its open transaction aborted. */
-  initProducer(transactionalId: string): number {
+  /** Bumps the id's epoch: the previous holder is fenced and its open transaction aborted. `by` names the connection, for `inits`. */
+  initProducer(transactionalId: string, by = 'direct'): number {
+    this.inits.push({ transactionalId, by });
     const epoch = (this.epochs.get(transactionalId) ?? -1) + 1;
     this.epochs.set(transactionalId, epoch);
     const open = this.openTxns.get(transactionalId);
@@ -276,8 +279,12 @@ export class MemoryCluster implements KafkaClient {
     return epoch;
   }
 
+  isCurrentEpoch(transactionalId: string, epoch: number): boolean {
+    return this.epochs.get(transactionalId) === epoch;
+  }
+
   checkEpoch(transactionalId: string, epoch: number): void {
-    if (this.epochs.get(transactionalId) !== epoch) {
+    if (!this.isCurrentEpoch(transactionalId, epoch)) {
       throw new RolloutStreamError('producer_fenced', `transactional id ${transactionalId}: producer epoch ${epoch} was fenced by a newer one`);
     }
   }

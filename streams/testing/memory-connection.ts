@@ -55,9 +55,9 @@ export class MemoryConnection implements KafkaClient {
     this.killed = true;
   }
 
-  /** Its members leave their groups, as the coordinator does when their sessions time out. */
-  expireSessions(): void {
-    for (const s of this.sources) s.expire();
+  /** Its members leave their groups, as the coordinator does when their sessions time out (`unnoticed`: a paused process's, MemoryGroupSource.expire). */
+  expireSessions(o: { unnoticed?: boolean } = {}): void {
+    for (const s of this.sources) s.expire(o);
   }
 
   groupSource(o: GroupSourceOptions): MemoryGroupSource {

@@ -174,10 +174,18 @@ export class MemoryGroupSource implements GroupSource {
     this.leave();
   }
 
-  /** Its session timed out: the coordinator removes it (no callback reaches the member, which is gone). */
-  expire(): void {
+  /**
+   * Its session timed out: the coordinator removes it (no callback reaches
+   * the member, which is gone). `unnoticed`: the member's process was only
+   * paused past its session timeout and wakes up not knowing; it keeps its
+   * old assignment and fetches those partitions (a fetch needs no
+   * membership), a zombie that fencing alone keeps from committing. It hears
+   * of no later generation; only leaving (`stop`) ends it.
+   */
+  expire(o: { unnoticed?: boolean } = {}): void {
     this.listener = null;
-    this.leave();
+    if (!o.unnoticed) return this.leave();
+    if (this.joined) this.cluster.leave(this.groupId, this.id);
   }
 
   /** A crash: the member is gone without leaving (the group notices only when its session expires: `expire`). */
@@ -189,6 +197,7 @@ export class MemoryGroupSource implements GroupSource {
     if (!this.joined) return;
     this.joined = false;
     this.assigned = new Set();
-    this.cluster.leave(this.groupId, this.id);
+    // A zombie (expired unnoticed) is no member any more: nothing to leave.
+    if (this.cluster.group(this.groupId).members.some((m) => m.id === this.id)) this.cluster.leave(this.groupId, this.id);
   }
 }

@@ -40,16 +40,17 @@ export class MemoryTransactionalSink implements TransactionalSink {
     if (this.conn.dead) return this.conn.hang();
     this.machine.guard('init');
     this.machine.to('initializing');
-    this.epoch = this.cluster.initProducer(this.transactionalId);
+    this.epoch = this.cluster.initProducer(this.transactionalId, this.conn.name);
     this.machine.to('ready');
   }
 
   async begin(): Promise<void> {
     if (this.conn.dead) return this.conn.hang();
     this.machine.guard('begin');
-    this.fencedCheck();
-    this.txn = this.cluster.beginTxn(this.transactionalId);
     this.machine.to('in_transaction');
+    // As with a broker, beginning is the client's own affair: a fenced producer (a paused zombie's) learns it
+    // at its first call that reaches the cluster (send, sendOffsets, commit), and its transaction never opens there.
+    this.txn = this.cluster.isCurrentEpoch(this.transactionalId, this.epoch) ? this.cluster.beginTxn(this.transactionalId) : null;
   }
 
   async send(records: OutgoingRecord[]): Promise<RecordPosition[]> {

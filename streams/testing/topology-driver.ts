@@ -172,9 +172,14 @@ export class TopologyTestDriver {
     if (!o.keepSession) instance.connection.expireSessions();
   }
 
-  /** A crashed instance's session timed out: its members leave their groups. */
-  expireSession(i: DriverInstance | string): void {
-    this.instance(i).connection.expireSessions();
+  /**
+   * A crashed instance's session timed out: its members leave their groups.
+   * `unnoticed`: the instance is alive and was only paused past its session
+   * timeout; it wakes up not knowing, still fetching its old partitions (a
+   * zombie: MemoryGroupSource.expire).
+   */
+  expireSession(i: DriverInstance | string, o: { unnoticed?: boolean } = {}): void {
+    this.instance(i).connection.expireSessions(o);
   }
 
   /** Graceful stop: the transaction in progress finishes, the instance leaves its groups. */

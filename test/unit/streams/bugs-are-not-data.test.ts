@@ -18,6 +18,7 @@ import type { RecordTypes } from '../../../streams/codecs/codec.js';
 import { classify, isVerdict, ProcessingFailure, processingErrorLetter } from '../../../streams/runtime/error-policy.js';
 import { RecordPolicy } from '../../../streams/runtime/record-policy.js';
 import { TopologyTestDriver } from '../../../streams/testing/topology-driver.js';
+import { asRecords } from './driver-fixtures.js';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
@@ -80,9 +81,7 @@ afterEach(async () => {
 });
 
 function records(seed: number): Array<RecordTypes['rowCompleted']> {
-  return [...generateEvents({ batches: 1, groupsPerBatch: 4, generations: 4, seed, profile: 'small', runId: `b${seed}` })].flatMap(
-    (e): Array<RecordTypes['rowCompleted']> => (e.kind === 'row' ? [{ kind: 'row', row: e.row }] : e.kind === 'batch_end' ? [{ kind: 'batch_end', end: e.end }] : []),
-  );
+  return asRecords([...generateEvents({ batches: 1, groupsPerBatch: 4, generations: 4, seed, profile: 'small', runId: `b${seed}` })]);
 }
 
 async function runWithBug(c: Config, seed: number) {

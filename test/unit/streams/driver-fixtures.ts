@@ -1,0 +1,29 @@
+/**
+ * What the runtime's topology-driver tests share: loadgen events as the
+ * records `TopologyTestDriver.produce` takes, and the packed bytes the
+ * offline runner makes of them (what exactly once is checked against).
+ */
+import { runOffline } from '../../../cli/offline.js';
+import type { Config } from '../../../config/schema.js';
+import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
+import type { LoadgenEvent } from '../../../loadgen/index.js';
+import { AvroBodyCodec, type RecordTypes } from '../../../streams/codecs/codec.js';
+import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
+
+/** The rows and BatchEnds of `events`, as row-completed records. */
+export function asRecords(events: LoadgenEvent[]): Array<RecordTypes['rowCompleted']> {
+  return events.flatMap((e): Array<RecordTypes['rowCompleted']> => (e.kind === 'row' ? [{ kind: 'row', row: e.row }] : e.kind === 'batch_end' ? [{ kind: 'batch_end', end: e.end }] : []));
+}
+
+/** Packed bytes (after the 5-byte header) by group, as the offline runner makes them under `config`. */
+export async function offlinePacked(events: LoadgenEvent[], config: Config): Promise<Map<string, Buffer>> {
+  const lines: string[] = [];
+  const input = events.flatMap((e) =>
+    e.kind === 'row' ? [formatJsonLine({ kind: 'row', record: e.row })] : e.kind === 'batch_end' ? [formatJsonLine({ kind: 'batch_end', end: e.end })] : [],
+  );
+  await runOffline('all', config, input, (l) => void lines.push(l));
+  const body = new AvroBodyCodec('packed');
+  const packed = new Map<string, Buffer>();
+  for (const l of lines.map(parseJsonLine)) if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
+  return packed;
+}
