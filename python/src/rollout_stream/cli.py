@@ -1,4 +1,4 @@
-"""Command line: ``python -m rollout_stream inspect|replay|bench|bench publish``.
+"""Command line: ``python -m rollout_stream inspect|replay|collect|bench|bench publish``.
 
 The benchmarks are not part of the installed package: they live in
 ``python/bench/rollout_stream_bench`` of a checkout, which ``bench`` finds
@@ -306,6 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--jagged", default="auto", choices=["auto", "torch", "numpy"])
     r.add_argument("--timeout", type=float, default=10.0, help="seconds for broker requests and quiet waits (default 10)")
     r.add_argument("--quiet", action="store_true", help="no progress output (the summary line stays)")
+    from .gym import command as collect_command
+
+    collect_command.add_parser(sub)
     b = sub.add_parser(
         "bench",
         help="decode throughput vs a plain bytes copy; `--skip-stale`: header skip vs decoding; "
@@ -334,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return inspect(args)
         if args.command == "replay":
             return replay_cmd(args)
+        if args.command == "collect":
+            return collect_command.run(args)
         if benches is None:
             print(f"error: {NO_BENCH}", file=sys.stderr)
             return 2

@@ -129,6 +129,7 @@ class CollectSummary:
     seconds: float = 0.0
     backend: str = ""
     waited_s: float = 0.0
+    waiting: str = ""  # what the collector waits for now (backpressure), for the progress line
     failures: list[Failure] = field(default_factory=list)
     empty_groups: list[str] = field(default_factory=list)
 
@@ -141,7 +142,7 @@ class CollectSummary:
             f"collect {self.batch_id}: {self.published} published, {self.already_published} already on the topic, "
             f"{self.failed} failed ({self.retried} retries), {self.rows} rows, {self.rows_per_s:.1f} rows/s, "
             f"{self.bytes} bytes, {self.seconds:.1f} s via {self.backend}"
-            + (f", waited {self.waited_s:.1f} s for the trainer" if self.waited_s else "")
+            + (f", waited {self.waited_s:.1f} s for the trainer" if self.waited_s >= 0.05 else "")
         )
 
     def to_json(self) -> dict:
@@ -173,6 +174,29 @@ async def _collect(
 ) -> None:
     sem = asyncio.Semaphore(max(1, concurrency))
     running = 0
+    held, held_since = 0, 0.0
+
+    async def room() -> None:
+        # Inside the semaphore, right before the rollout starts; waited_s is wall time with a rollout held.
+        nonlocal held, held_since
+        held += 1
+        if held == 1:
+            held_since = time.monotonic()
+        try:
+            await wait_for_room()
+        finally:
+            held -= 1
+            if held == 0:
+                summary.waited_s += time.monotonic() - held_since
+
+    async def ticker() -> None:
+        # No rollout finishes while all are held: the progress line comes from here then (with the wait's status).
+        while True:
+            await asyncio.sleep(1.0)
+            if held and progress:
+                summary.waiting = getattr(wait_for_room, "status", "") or "waiting for room"
+                progress(summary, running)
+            summary.waiting = ""
 
     async def one(i: int) -> None:
         nonlocal running
@@ -180,11 +204,9 @@ async def _collect(
         attempt, error = 0, ""
         while attempt < max_attempts:
             attempt += 1
-            if wait_for_room is not None:
-                t0 = time.monotonic()
-                await wait_for_room()
-                summary.waited_s += time.monotonic() - t0
             async with sem:
+                if wait_for_room is not None:
+                    await room()
                 running += 1
                 try:
                     result = await runner.run(row)
@@ -216,7 +238,12 @@ async def _collect(
         if progress:
             progress(summary, running)
 
-    await asyncio.gather(*(one(i) for i in todo))
+    tick = asyncio.create_task(ticker()) if wait_for_room is not None else None
+    try:
+        await asyncio.gather(*(one(i) for i in todo))
+    finally:
+        if tick is not None:
+            tick.cancel()
     # A group none of whose rows was published leaves accumulate nothing to report: say so here.
     failed_groups: dict[str, int] = {}
     for f in summary.failures:
@@ -247,6 +274,8 @@ def collect(
     progress: Callable[[CollectSummary, int], Any] | None = None,
     instance_label: str | None = None,
     add_seed: bool = False,
+    max_buffered_groups: int | None = None,
+    trainer_group: str | None = None,
 ) -> CollectSummary:
     """Runs one batch of NeMo-Gym rollouts and publishes every result as it completes, then ends the batch.
 
@@ -263,9 +292,15 @@ def collect(
         max_attempts: Attempts per rollout (default ``$NEMO_GYM_MAX_ROLLOUT_ATTEMPTS`` or 3).
         resume: Read back the batch's rows already on the topic and run only the others.
         resume_since_ms: Read back from this time (epoch ms) instead of the partitions' beginning.
-        wait_for_room: Awaitable factory called before each rollout starts (backpressure).
+        wait_for_room: Async callable awaited right before each rollout (attempt) starts, inside the
+            ``concurrency`` limit (backpressure); while it holds rollouts, its ``status`` attribute (if
+            any) shows in the progress line, and the wall time they were held is ``waited_s``.
         progress: Called as ``progress(summary, running)`` after every finished rollout.
         add_seed: Give each rollout's request its rollout index as ``seed`` (see :func:`prepare_rows`).
+        max_buffered_groups: Backpressure (:mod:`rollout_stream.gym.backpressure`): start no rollout while
+            this many groups wait for ``trainer_group`` (unconsumed on ``rollout.packed``, or this run's
+            complete groups still in the pipeline). Not with ``wait_for_room``.
+        trainer_group: The trainer's consumer group on ``rollout.packed`` (with ``max_buffered_groups``).
 
     Returns:
         A :class:`CollectSummary` (also with the failed rollouts).
@@ -291,6 +326,14 @@ def collect(
         summary.already_published = len(done)
     todo = [i for i in range(len(rows)) if i not in done]
     bytes_before = publisher.stats.bytes
+    bp = None
+    if max_buffered_groups is not None or trainer_group is not None:
+        from .backpressure import Backpressure
+
+        if wait_for_room is not None:
+            raise InvalidRowError("max_buffered_groups", "and wait_for_room are two ways to wait: give one")
+        bp = wait_for_room = Backpressure.for_publisher(publisher, max_buffered_groups, trainer_group)
+        bp.track(batch)
 
     async def main() -> None:
         runner = open_runner(head_server, backend, concurrency=concurrency)
@@ -303,10 +346,14 @@ def collect(
         finally:
             await runner.close()
 
-    if todo:
-        asyncio.run(main())
-    else:
-        summary.backend = "none (every row already published)"
+    try:
+        if todo:
+            asyncio.run(main())
+        else:
+            summary.backend = "none (every row already published)"
+    finally:
+        if bp is not None:
+            bp.close()
     batch.end()
     summary.bytes = publisher.stats.bytes - bytes_before
     summary.seconds = time.monotonic() - start
@@ -349,7 +396,8 @@ class ProgressLine:
         todo = s.rows - s.already_published
         print(
             f"collect {s.batch_id}: {s.published + s.failed}/{todo} done ({s.published} published, {s.failed} failed), "
-            f"{running} running, {rate:.1f} rows/s" + (f", waited {s.waited_s:.1f} s for the trainer" if s.waited_s else ""),
+            f"{running} running, {rate:.1f} rows/s" + (f", waited {s.waited_s:.1f} s for the trainer" if s.waited_s >= 0.05 else "")
+            + (f", {s.waiting}" if s.waiting else ""),
             file=self.stream,
             flush=True,
         )

@@ -25,6 +25,8 @@ EPILOG = """examples:
   python -m rollout_stream collect --tasks step-41.jsonl --generations 8 --batch-id step-41 --weight-version 41
   python -m rollout_stream collect --tasks tasks.jsonl --generations 4 --batch-id b7 \\
       --head-server http://127.0.0.1:11000 --agent example_multi_step_simple_agent --concurrency 32
+  python -m rollout_stream collect --tasks step-42.jsonl --generations 8 --batch-id step-42 \\
+      --max-buffered-groups 64 --trainer-group grpo-trainer
 
 environment: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, TOPIC_PREFIX (and the SASL/TLS variables of the publisher),
 NEMO_GYM_MAX_ROLLOUT_ATTEMPTS."""
@@ -50,6 +52,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="NeMo-Gym's own client (nemo_gym, needs the package), plain HTTP, or auto (default)")
     c.add_argument("--add-seed", action="store_true",
                    help="send each rollout's index as seed in metadata.extra_body (NeMo-Gym's num_repeats_add_seed)")
+    c.add_argument("--max-buffered-groups", type=int, default=None, metavar="M",
+                   help="backpressure: start no rollout while M groups wait for the trainer (unconsumed by "
+                        "--trainer-group on rollout.packed, or this run's complete groups still in the pipeline)")
+    c.add_argument("--trainer-group", default=None, metavar="G",
+                   help="the trainer's consumer group on rollout.packed (with --max-buffered-groups)")
     c.add_argument("--no-resume", action="store_true", help="do not read back rows of the batch already on the topic")
     c.add_argument("--limit", type=int, default=None, metavar="K", help="only the first K task rows")
     c.add_argument("--summary-json", action="store_true", help="print the summary as JSON on stdout")
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             tasks, args.generations, args.batch_id,
             publisher=pub, head_server=args.head_server, weight_version=args.weight_version, agent=args.agent,
             concurrency=args.concurrency, backend=args.backend, resume=not args.no_resume, progress=progress,
-            add_seed=args.add_seed,
+            add_seed=args.add_seed, max_buffered_groups=args.max_buffered_groups, trainer_group=args.trainer_group,
         )
     print(summary.line(), file=sys.stderr, flush=True)
     for f in summary.failures:
