@@ -45,7 +45,7 @@ export interface PipelineOptions {
 export interface PipelineIo {
   /** The client of the mode checks and guards (`pipeline`) and of each runner (its client name). */
   client(name: string): KafkaClient;
-  /** The row reader of postprocess and pack (reference records). */
+  /** The row reader of postprocess and pack (reference records) and of accumulate's restore. */
   rowReader(): OffsetReader;
   registry: SchemaRegistryClient;
 }
@@ -184,9 +184,12 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   });
   const references = config.runtime.intermediate_records === 'reference';
   // Postprocess and pack read the rows of reference records back from
-  // row-completed (in either mode: records of an earlier run may be references).
-  const rowReader = o.stages.some((s) => s !== 'accumulate') ? (o.io?.rowReader() ?? createRowReader(config.kafka)) : null;
-  const rows = rowReader ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest }) : undefined;
+  // row-completed (in either mode: records of an earlier run may be
+  // references), and accumulate's restore the pending rows its changelog names.
+  const rowReader = o.io?.rowReader() ?? createRowReader(config.kafka);
+  const rows = o.stages.some((s) => s !== 'accumulate')
+    ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest })
+    : undefined;
   const byName = new Map<StageName, Stage>();
   const stages = await buildStages(o.stages, { topics, config, configDir: o.configDir, ingest, codec, ...(rows ? { rows } : {}), references });
   for (const stage of stages) byName.set(stage.name, withFaults(stage, o.faults ?? []));
@@ -207,6 +210,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const makeRunner = (stage: Stage, clientName: string, downstream?: Stage[]) =>
     new StageRunner({
       client: clients.get(clientName)!,
+      reader: rowReader,
       stage,
       groupId: groupOf(stage),
       deadLetterTopic: topics.deadLetter,
@@ -252,7 +256,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   } catch (e) {
     await Promise.all(started.map((s) => s.stop().catch(() => undefined)));
     await guards?.stop();
-    await rowReader?.close().catch(() => undefined);
+    await rowReader.close().catch(() => undefined);
     throw isModeConflict(e) ? modeRefusal(e, config, fused) : e;
   }
   const gaugeTimer = setInterval(() => {
@@ -292,7 +296,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       clearInterval(gaugeTimer);
       await Promise.all(runners.map((r) => r.stop()));
       await guards?.stop();
-      await rowReader?.close();
+      await rowReader.close();
       await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     },
   };

@@ -3,13 +3,14 @@
  * restorer): for every node of the chain that keeps state, its changelog
  * partitions (only the tasks' own partitions are read), then the input
  * records the changelog references read back from the node's input
- * partitions, handed to its processors. A
+ * partitions by their offsets (the offset reader: what is fetched grows with
+ * the pending records, not with the input range they span), handed to its
+ * processors. A
  * processor that cannot apply a record is told apart from the cluster
  * failing the read: it comes out as a ProcessingFailure (error policy).
  */
 import type { ChangelogRecord, PartitionProcessor, Stage } from '../api/stage.js';
-import { RolloutStreamError } from '../../errors/index.js';
-import type { PartitionRange, ScanRecord, ScanResult } from '../kafka/types.js';
+import type { Offset, OffsetReader } from '../kafka/types.js';
 import type { RestoreStats } from './changelog-restore.js';
 import { crashPoint } from './crash-points.js';
 import { ProcessingFailure } from './error-policy.js';
@@ -20,8 +21,8 @@ import type { StreamTask } from './stream-task.js';
 export interface RestorerOptions {
   /** Reads changelog partitions from their start to their end (changelog-restore.ts). */
   readChangelog: (topic: string, partitions: number[], onRecord: (partition: number, record: ChangelogRecord) => Promise<void>) => Promise<RestoreStats>;
-  /** Reads input ranges read_committed (`KafkaClient.scan`). */
-  scan: (ranges: PartitionRange[], onRecord: (r: ScanRecord) => void) => Promise<ScanResult>;
+  /** Reads input records at chosen offsets, read_committed (the process's row reader). */
+  reader: Pick<OffsetReader, 'read'>;
   /** The chain's stages in order (one unless fused): every one with a changelog is restored. */
   stages: readonly Stage[];
   chainName: string;
@@ -64,39 +65,36 @@ export class Restorer {
 
   /**
    * Second half of a restore: the changelog references pending records by
-   * their offset in the node's input topic, so read those records back (one
-   * bounded read_committed scan over every restored partition) and hand them
-   * to the processors.
+   * their offset in the node's input topic, so read exactly those records
+   * back (the reader skips the gaps between them; a record gone by
+   * retention is absent) and hand them to the processors.
    */
   private async readBackInputs(stage: Stage, processors: Map<number, PartitionProcessor>): Promise<void> {
     const inputTopic = stage.inputTopic;
-    const needs = new Map<number, Set<string>>();
-    const ranges: PartitionRange[] = [];
+    const needs = new Map<number, Offset[]>();
     for (const [partition, processor] of processors) {
-      const offsets = processor.restoreNeeds?.() ?? [];
-      if (offsets.length === 0) continue;
-      needs.set(partition, new Set(offsets));
-      let lo = BigInt(offsets[0]!);
-      let hi = lo;
-      for (const o of offsets) {
-        const v = BigInt(o);
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
-      }
-      ranges.push({ topic: inputTopic, partition, start: lo.toString(), end: (hi + 1n).toString() });
+      const offsets = [...new Set(processor.restoreNeeds?.() ?? [])];
+      if (offsets.length > 0) needs.set(partition, offsets);
     }
     const found = new Map<number, Map<string, Buffer>>();
-    if (ranges.length > 0) {
+    if (needs.size > 0) {
       const t0 = Date.now();
-      const scan = await this.o.scan(ranges, (r) => {
-        if (r.value && needs.get(r.partition)?.has(r.offset)) {
-          let m = found.get(r.partition);
-          if (!m) found.set(r.partition, (m = new Map()));
-          m.set(r.offset, Buffer.from(r.value));
-        }
-      });
-      if (!scan.complete) throw new RolloutStreamError('restore_stalled', `reading back pending rows from ${inputTopic} stalled on ${scan.unfinished.join(', ')}`);
-      this.o.log.info(`${this.o.chainName}: read back ${scan.records} input records for ${[...needs.values()].reduce((n, x) => n + x.size, 0)} pending rows in ${Date.now() - t0} ms`);
+      let records = 0;
+      let bytes = 0;
+      await Promise.all(
+        [...needs].map(async ([partition, offsets]) => {
+          const m = new Map<string, Buffer>();
+          for (const [offset, r] of await this.o.reader.read(inputTopic, partition, offsets)) {
+            if (!r.value) continue;
+            m.set(offset, Buffer.from(r.value)); // not a view of the fetch
+            records++;
+            bytes += r.value.length;
+          }
+          found.set(partition, m);
+        }),
+      );
+      const wanted = [...needs.values()].reduce((n, x) => n + x.length, 0);
+      this.o.log.info(`${this.o.chainName}: read back ${records} input records (${(bytes / 1e6).toFixed(1)} MB) for ${wanted} pending rows in ${Date.now() - t0} ms`);
     }
     for (const [partition, processor] of processors) {
       if (!processor.finishRestore) continue;

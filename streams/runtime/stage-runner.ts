@@ -11,7 +11,7 @@
  */
 import type { Stage } from '../api/stage.js';
 import type { TopicCodec } from '../codecs/codec.js';
-import type { CompressionName, KafkaAdmin, KafkaClient, MemberProtocols } from '../kafka/types.js';
+import type { CompressionName, KafkaAdmin, KafkaClient, MemberProtocols, OffsetReader } from '../kafka/types.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
 import { classify, describeError, type PoisonPolicy } from './error-policy.js';
 import { HealthTracker, type RunnerHealth } from './health.js';
@@ -32,6 +32,8 @@ export type { Logger } from './logger.js';
 export interface StageRunnerOptions {
   /** The Kafka client library behind the runtime's seams (streams/kafka/types.ts). */
   client: KafkaClient;
+  /** Reads input records by offset: a restore reads back the pending records its changelog references (the process's row reader). */
+  reader: OffsetReader;
   stage: Stage;
   /** Consumer group id; also the transactional-id prefix. */
   groupId: string;
@@ -97,7 +99,7 @@ export class StageRunner {
     });
     const restorer = new Restorer({
       readChangelog: (topic, partitions, onRecord) => restoreChangelog(o.client, admin, topic, partitions, onRecord, o.maxInflightBytes),
-      scan: (ranges, onRecord) => o.client.scan(ranges, onRecord),
+      reader: o.reader,
       stages: chain.map((n) => n.stage),
       chainName,
       metrics: o.metrics,

@@ -26,7 +26,7 @@ import { deadLetterRecord, undecodableRecord } from '../api/dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
 import type { TopicNames } from '../topics/names.js';
 import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
-import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord } from './accumulator-changelog.js';
+import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord, type StoredRow } from './accumulator-changelog.js';
 import { asWritten, type RowRef } from '../codecs/row-refs.js';
 import { ingestFingerprint } from '../../processors/ingest-fingerprint.js';
 
@@ -71,6 +71,15 @@ class AccumulateProcessor implements PartitionProcessor {
   private readonly reported = new Set<string>();
   /** Changelog records read by restore, applied by finishRestore. */
   private restoreLog: ParsedChangelogRecord[] = [];
+  /** During a restore: the latest row record of each row key read so far. */
+  private latestRow = new Map<string, StoredRow>();
+  /**
+   * Row records a later record of their key replaced or tombstoned (the
+   * group closed): what compaction would drop. They are neither read back
+   * from the input nor applied, so a restore reads the rows still pending,
+   * not every row of the uncompacted part of the changelog.
+   */
+  private supersededRows = new Set<StoredRow>();
 
   constructor(
     private readonly deps: AccumulateStageDeps,
@@ -91,28 +100,41 @@ class AccumulateProcessor implements PartitionProcessor {
       }
       return;
     }
+    const earlier = this.latestRow.get(record.key);
+    if (earlier) {
+      this.supersededRows.add(earlier);
+      this.latestRow.delete(record.key);
+    }
     // Applied in order by finishRestore, once referenced rows are read back.
     const parsed = parseChangelogRecord(record);
     if (!parsed) return;
-    if (parsed.kind === 'row' && parsed.row.payload) parsed.row.payload = Buffer.from(parsed.row.payload); // not a view of the fetch
+    if (parsed.kind === 'row') {
+      if (parsed.row.payload) parsed.row.payload = Buffer.from(parsed.row.payload); // not a view of the fetch
+      this.latestRow.set(record.key, parsed.row);
+    }
     this.restoreLog.push(parsed);
   }
 
   restoreNeeds(): string[] {
     const offsets: string[] = [];
-    for (const p of this.restoreLog) if (p.kind === 'row' && !p.row.payload) offsets.push(p.row.offset!);
+    for (const p of this.restoreLog) if (p.kind === 'row' && !p.row.payload && !this.supersededRows.has(p.row)) offsets.push(p.row.offset!);
     return offsets;
   }
 
   async finishRestore(inputs: Map<string, Buffer>): Promise<{ missing: number }> {
     let missing = 0;
     const log = this.restoreLog;
+    const superseded = this.supersededRows;
     this.restoreLog = [];
+    this.latestRow = new Map();
+    this.supersededRows = new Set();
     for (const parsed of log) {
       if (parsed.kind === 'change') {
         applyStateChange(this.state, parsed.change);
         continue;
       }
+      // A later record of its key (the group's close) makes it obsolete: applying it would change nothing that lasts.
+      if (superseded.has(parsed.row)) continue;
       const { change, offset } = parsed.row;
       const payload = parsed.row.payload ?? inputs.get(offset!);
       if (!payload) {

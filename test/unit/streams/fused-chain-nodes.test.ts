@@ -64,7 +64,7 @@ describe('every node of a fused chain', () => {
         for (const r of changelog[topic] ?? []) await onRecord(0, r);
         return { records: changelog[topic]?.length ?? 0, bytes: 0, ms: 0 };
       },
-      scan: async () => ({ records: 0, complete: true, unfinished: [] }),
+      reader: { read: async () => new Map() },
       stages: chain.map((n) => n.stage),
       chainName: 'accumulate+postprocess',
       metrics,

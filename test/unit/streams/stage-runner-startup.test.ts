@@ -81,6 +81,7 @@ function setup(runResults: Array<() => Promise<void>>, admin: Record<string, unk
   const log = { info: (m: string) => logs.push(`info ${m}`), warn: (m: string) => logs.push(`warn ${m}`), error: (m: string) => logs.push(`error ${m}`) };
   runner = new StageRunner({
     client: new KafkajsClient(kafka),
+    reader: { read: async () => new Map(), close: async () => undefined },
     stage: { name: 'pack', inputTopic: 't.in', outputTopics: [], createProcessor: () => ({ process: async () => ({ messages: [], deadLetters: [], changelog: [] }) }) } as unknown as Stage,
     groupId: 'g',
     deadLetterTopic: 't.dl',
