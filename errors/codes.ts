@@ -83,6 +83,8 @@ export const ERROR_CODES = {
   transaction_state: 'fatal',
   registry_error: 'fatal',
   compression_corrupt: 'fatal',
+  /** A Kafka client without a correctness fix its adapter needs (the kafkajs send retry, streams/kafka/kafkajs/send-retry.ts). */
+  client_unpatched: 'fatal',
   publisher_closed: 'fatal',
   publish_failed: 'fatal',
   local_services: 'fatal',

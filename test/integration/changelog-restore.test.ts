@@ -4,6 +4,7 @@
  * group member is assigned it alone), gets every record of it up to the end
  * (transaction markers included in the range), and leaves no group behind.
  */
+import '../../streams/kafka/kafkajs/speedups.js'; // before kafkajs loads: createKafka refuses a kafkajs without the send-retry fix
 import { AssignerProtocol } from 'kafkajs';
 import { afterEach, describe, expect, test } from 'vitest';
 import { KafkajsClient } from '../../streams/kafka/kafkajs/adapter.js';

@@ -1,5 +1,6 @@
 /** Shared helpers for integration tests: a config with its own topic prefix per test. */
 import { randomUUID } from 'node:crypto';
+import '../../streams/kafka/kafkajs/speedups.js'; // before kafkajs loads: createKafka refuses a kafkajs without the send-retry fix
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { loadConfig } from '../../config/load.js';
 import type { Config } from '../../config/schema.js';

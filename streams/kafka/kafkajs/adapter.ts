@@ -3,6 +3,7 @@
  * everything it does with Kafka (group sources, transactional sinks, the
  * admin, scans), built from our config by `createKafkaClient`.
  */
+import './speedups.js'; // before kafkajs loads: its patches and the send-retry fix (send-retry.ts)
 import { AssignerProtocol, type Kafka, type PartitionAssigner } from 'kafkajs';
 import type { KafkaConfig } from '../../../config/schema.js';
 import type {

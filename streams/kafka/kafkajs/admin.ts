@@ -1,4 +1,5 @@
 /** KafkaAdmin (and OpsAdmin) over the kafkajs admin client: the cluster questions the runtime and the commands ask. */
+import './speedups.js'; // before kafkajs loads: its patches and the send-retry fix (send-retry.ts)
 import kafkajs, { type Admin, type Kafka } from 'kafkajs';
 import { RolloutStreamError } from '../../../errors/index.js';
 import type { NewTopic, Offset, OpsAdmin, PartitionOffsets } from '../types.js';

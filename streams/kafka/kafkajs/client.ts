@@ -1,11 +1,13 @@
 /**
  * Builds the kafkajs client from our config (brokers, SASL, TLS, sizes). The
  * rest of `streams/` asks this module for clients so the client library stays
- * behind one seam.
+ * behind one seam. `createKafka` is the one factory of kafkajs clients: it
+ * refuses (`client_unpatched`) to build one without the send-retry fix.
  */
-// First (module evaluation follows this order): swaps in a native CRC-32C
-// before kafkajs loads its record-batch encoder.
+// First (module evaluation follows this order): the send-retry fix and a
+// native CRC-32C, before kafkajs loads its producer and record-batch encoder.
 export { kafkaCrcImplementation, kafkaPatchesEnabled } from './speedups.js';
+import { requireKafkaSendRetry } from './send-retry.js';
 import { readFileSync } from 'node:fs';
 import { Kafka, logLevel, type KafkaConfig as KafkaJsConfig, type LogEntry, type SASLOptions } from 'kafkajs';
 import type { KafkaConfig } from '../../../config/schema.js';
@@ -64,9 +66,11 @@ function logCreator(level: logLevel, quiet: RegExp | null) {
 /**
  * A kafkajs client for `config`; `clientSuffix` distinguishes the processes'
  * client ids. `quiet` names more messages this client's user handles itself
- * (logged at debug, not error).
+ * (logged at debug, not error). Throws `client_unpatched` when kafkajs's
+ * sends lack the send-retry fix (send-retry.ts).
  */
 export function createKafka(config: KafkaConfig, clientSuffix = '', level = 'error', quiet: RegExp | null = null): Kafka {
+  requireKafkaSendRetry();
   registerCompressionCodecs();
   const ssl = tlsOptions(config);
   const sasl = saslOptions(config);

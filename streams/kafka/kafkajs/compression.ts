@@ -21,6 +21,7 @@
  *   raw or in the xerial framing the Java client writes
  *   (`82 'SNAPPY' 00`, two int32 versions, then [int32 length][raw block]…).
  */
+import './speedups.js'; // before kafkajs loads: its patches and the send-retry fix (send-retry.ts)
 import { compress as zstdCompress, decompress as zstdDecompress } from '@mongodb-js/zstd';
 import kafkajs, { type CompressionTypes as CompressionType } from 'kafkajs';
 import { compressFrame as lz4CompressFrame, decompressFrame as lz4DecompressFrame } from 'lz4-napi';

@@ -5,6 +5,7 @@
  * exactly the requested partitions (nothing else is fetched), and the group
  * is deleted when the scan ends.
  */
+import './speedups.js'; // before kafkajs loads: its patches and the send-retry fix (send-retry.ts)
 import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, type Assigner, type Kafka, type PartitionAssigner } from 'kafkajs';
 import type { PartitionRange, ScanCallback, ScanOptions, ScanResult } from '../types.js';

@@ -26,12 +26,24 @@
  * fingerprinted: another kafkajs release leaves it unpatched, and the unit
  * test of this patch fails. Not a speed-up, so ROLLOUT_STREAM_KAFKAJS_PATCHES=0
  * leaves it installed.
+ *
+ * Without the fix a producer can write records twice, so its absence is an
+ * error, never a silent gap: every module of this adapter that loads kafkajs
+ * imports ./speedups.js (which imports this one) first, so any entry point
+ * that builds a client through the adapter has it in force;
+ * `createKafka` (client.ts), the adapter's one client factory, refuses to
+ * build a client without it (`requireKafkaSendRetry`); and when the install
+ * failed (kafkajs loaded before this module by some other path, or another
+ * kafkajs release), kafkajs's own `Kafka.prototype.producer` is made to
+ * refuse as well, so a client built directly with `new Kafka(...)` cannot
+ * produce either. Each refusal is a `client_unpatched` error.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire, Module } from 'node:module';
 import { dirname } from 'node:path';
 import { runInThisContext } from 'node:vm';
+import { RolloutStreamError } from '../../../errors/index.js';
 
 const require = createRequire(import.meta.url);
 
@@ -74,14 +86,41 @@ export function compileSendMessages(settled: boolean): { module: Module; factory
   return { module: mod, factory: mod.exports as SendMessagesFactory };
 }
 
-function install(): boolean {
+/** Installs the fix; says why it could not be (null: installed). */
+function install(): string | null {
   // kafkajs's producer captured the published module already: too late.
-  if (require.cache[sendMessagesPath]) return false;
+  if (require.cache[sendMessagesPath]) {
+    return (
+      'kafkajs was loaded before streams/kafka/kafkajs/send-retry.ts could install its send-retry fix (issue 14), so its producers may write a record twice; ' +
+      'build clients only through streams/kafka/kafkajs/ (whose modules load the fix before kafkajs), or import streams/kafka/kafkajs/speedups.js before anything that loads kafkajs'
+    );
+  }
   const compiled = compileSendMessages(true);
-  if (!compiled) return false;
+  if (!compiled) {
+    return (
+      `kafkajs's src/producer/sendMessages.js is not the one the send-retry fix (issue 14) was written for (kafkajs 2.2.4, sha256 ${SEND_MESSAGES_FINGERPRINT.slice(0, 12)}…); ` +
+      'its producers may write a record twice: port streams/kafka/kafkajs/send-retry.ts to this kafkajs release'
+    );
+  }
   require.cache[sendMessagesPath] = compiled.module;
-  return true;
+  return null;
 }
 
+/** Why kafkajs's sends in this process lack the fix (null: they have it). */
+export const kafkaSendRetryProblem = install();
+
 /** Whether kafkajs's sends in this process retry only after every request of an attempt settled. */
-export const kafkaSendRetryPatched = install();
+export const kafkaSendRetryPatched = kafkaSendRetryProblem === null;
+
+/** Throws `client_unpatched` unless the fix is in force: every kafkajs client is built after this check (client.ts). */
+export function requireKafkaSendRetry(): void {
+  if (kafkaSendRetryProblem !== null) throw new RolloutStreamError('client_unpatched', kafkaSendRetryProblem);
+}
+
+// A client built around the factory (`new Kafka(...)`) refuses to produce without the fix, instead of producing with the gap.
+if (kafkaSendRetryProblem !== null) {
+  const { Kafka } = require('kafkajs') as { Kafka: { prototype: { producer: (...args: unknown[]) => unknown } } };
+  Kafka.prototype.producer = function refuseUnpatchedProducer(): never {
+    throw new RolloutStreamError('client_unpatched', kafkaSendRetryProblem);
+  };
+}

@@ -1,7 +1,8 @@
 /**
  * CPU savings in kafkajs's produce path, measured with `bench e2e
  * --cpu-prof` (bench/README.md, "e2e"). Import this module before anything
- * loads kafkajs (streams/kafka/kafkajs/client.ts and cli/main.ts do).
+ * loads kafkajs (every module of this adapter that loads kafkajs does, and
+ * cli/main.ts; test/unit/streams/kafkajs-client-patched.test.ts checks).
  * `ROLLOUT_STREAM_KAFKAJS_PATCHES=0` leaves kafkajs as it is (to rule the
  * patches out when debugging, or to measure them: bench/produce-cpu.ts).
  *

@@ -8,6 +8,7 @@
  * sizing of committed-records.ts; then the reader's walk over a scripted
  * cluster (gaps, retention, the end, open transactions, leader changes).
  */
+import '../../../streams/kafka/kafkajs/speedups.js'; // before kafkajs loads: createKafka refuses a kafkajs without the send-retry fix
 import kafkajs, { Kafka, logLevel } from 'kafkajs';
 import { createRequire } from 'node:module';
 import { describe, expect, test, vi } from 'vitest';
