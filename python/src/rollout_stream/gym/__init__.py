@@ -5,7 +5,7 @@ through NeMo-Gym's agent servers and publishes each result as it completes;
 ``python -m rollout_stream collect`` is the same from the command line.
 """
 
-from .collector import CollectSummary, Failure, collect, prepare_rows, read_tasks
+from .collector import CollectSummary, Failure, collect, collect_async, prepare_rows, read_tasks
 from .published import published_row_indices
 from .rollouts import GymUnavailableError, RolloutFailedError, open_runner
 
@@ -15,6 +15,7 @@ __all__ = [
     "GymUnavailableError",
     "RolloutFailedError",
     "collect",
+    "collect_async",
     "open_runner",
     "prepare_rows",
     "published_row_indices",

@@ -256,7 +256,7 @@ async def _collect(
             log.error("group %s of batch %s: every rollout failed; no row of it reaches the pipeline or its dead letters", gid, summary.batch_id)
 
 
-def collect(
+async def collect_async(
     tasks: Sequence[Mapping[str, Any]],
     num_generations: int,
     batch_id: str,
@@ -278,6 +278,8 @@ def collect(
     trainer_group: str | None = None,
 ) -> CollectSummary:
     """Runs one batch of NeMo-Gym rollouts and publishes every result as it completes, then ends the batch.
+
+    The coroutine for a rollout worker's own event loop; :func:`collect` runs it with ``asyncio.run``.
 
     Args:
         tasks: NeMo-Gym task rows (``responses_create_params``, ``agent_ref``, verifier fields).
@@ -318,8 +320,12 @@ def collect(
     done: set[int] = set()
     if resume:
         groups = {ident.group_id for ident in batch.identities}
-        done = published_row_indices(
-            publisher.brokers, publisher.topic, batch_id, groups, since_ms=resume_since_ms, config=getattr(publisher, "client_config", None)
+        done = await asyncio.get_running_loop().run_in_executor(
+            None,
+            lambda: published_row_indices(
+                publisher.brokers, publisher.topic, batch_id, groups, since_ms=resume_since_ms,
+                config=publisher.client_config,
+            ),
         )
         done &= set(range(len(rows)))
         batch.published |= done
@@ -335,29 +341,31 @@ def collect(
         bp = wait_for_room = Backpressure.for_publisher(publisher, max_buffered_groups, trainer_group)
         bp.track(batch)
 
-    async def main() -> None:
-        runner = open_runner(head_server, backend, concurrency=concurrency)
-        summary.backend = runner.backend
-        try:
-            await _collect(
-                rows, todo, batch, runner, summary,
-                concurrency=concurrency, max_attempts=attempts, wait_for_room=wait_for_room, progress=progress,
-            )
-        finally:
-            await runner.close()
-
     try:
         if todo:
-            asyncio.run(main())
+            runner = open_runner(head_server, backend, concurrency=concurrency)
+            summary.backend = runner.backend
+            try:
+                await _collect(
+                    rows, todo, batch, runner, summary,
+                    concurrency=concurrency, max_attempts=attempts, wait_for_room=wait_for_room, progress=progress,
+                )
+            finally:
+                await runner.close()
         else:
             summary.backend = "none (every row already published)"
     finally:
         if bp is not None:
             bp.close()
-    batch.end()
+    await asyncio.get_running_loop().run_in_executor(None, batch.end)  # waits for every acknowledgement
     summary.bytes = publisher.stats.bytes - bytes_before
     summary.seconds = time.monotonic() - start
     return summary
+
+
+def collect(tasks: Sequence[Mapping[str, Any]], num_generations: int, batch_id: str, **kwargs: Any) -> CollectSummary:
+    """:func:`collect_async` run to its end in a new event loop (for callers without one of their own)."""
+    return asyncio.run(collect_async(tasks, num_generations, batch_id, **kwargs))
 
 
 def read_tasks(lines: Iterable[str], source: str = "tasks") -> list[dict]:
