@@ -12,9 +12,14 @@
  * starting together in the two modes exactly one gets in, whatever the
  * timing. Drain runners (postprocess and pack run separately by the first
  * fused process, pipeline.ts) announce fused/1 and take partitions.
+ *
+ * Switching back, a separate process first settles the fused transactions
+ * (`settleFusedTransactions`), so that no separate runner reads an offset a
+ * fused transaction has yet to commit.
  */
 import { RolloutStreamError } from '../../errors/index.js';
-import type { GroupSource, KafkaClient, MemberProtocols } from '../kafka/types.js';
+import type { GroupSource, KafkaAdmin, KafkaClient, MemberProtocols } from '../kafka/types.js';
+import type { Logger } from './logger.js';
 
 export const SEPARATE_PROTOCOL = 'rollout-stream.separate/1';
 export const FUSED_PROTOCOL = 'rollout-stream.fused/1';
@@ -71,6 +76,69 @@ export async function holdGuards(
       await stopAll();
     },
   };
+}
+
+/**
+ * The transactional id of the fused task of `partition`: the accumulate
+ * task's (task-manager.ts `newTask`: `<group>.<input topic>.<partition>`),
+ * which the fused chain uses too, so that either fences the other.
+ */
+export function fusedTransactionalId(accumulateGroup: string, rowTopic: string, partition: number): string {
+  return `${accumulateGroup}.${rowTopic}.${partition}`;
+}
+
+/**
+ * Before a separate process's runners join their groups. A separate
+ * postprocess or pack reads its group's committed offset when it is given a
+ * partition (again for its first batch); a fused transaction sends offsets
+ * for those groups too, and they count only once it commits. kafkajs's
+ * OffsetFetch (v4, no KIP-447 `require_stable`) answers the last committed
+ * offset while such a transaction is open, or committing: its data markers
+ * can be readable before its offsets' marker is (the fused process died
+ * after asking for the commit; or it was paused past its session and
+ * resumes). The separate runner would then process again what the fused
+ * steps did. So, in the accumulate group (which the fused runner is a member of):
+ *
+ * - a fused member: `mode_conflict` (its guards may be gone first: they
+ *   joined first, so their sessions end first);
+ * - no member: every fused transactional id (one per `rowTopic` partition)
+ *   is initialized here and closed. InitProducerId returns only once the
+ *   id's previous transaction is complete — an open one aborted, a commit's
+ *   markers all written, offsets included — and fences its producer, which
+ *   can commit nothing more. Nobody holds those ids: no accumulate runs;
+ * - separate members: nothing. The first of them joined an empty group, so
+ *   its process settled before it joined (every separate process does,
+ *   pipeline.ts), and they hold the ids now.
+ */
+export async function settleFusedTransactions(o: {
+  client: KafkaClient;
+  admin: KafkaAdmin;
+  accumulateGroup: string;
+  rowTopic: string;
+  transactionTimeoutMs: number;
+  log: Logger;
+}): Promise<void> {
+  const group = await o.admin.describeGroup(o.accumulateGroup);
+  if (group.members > 0 && group.protocol === FUSED_PROTOCOL) {
+    throw new RolloutStreamError('mode_conflict', `a fused runner is a member of group ${o.accumulateGroup} (protocol ${FUSED_PROTOCOL})`);
+  }
+  if (group.members > 0) return;
+  const partitions = await o.admin.partitionCount(o.rowTopic);
+  const t0 = Date.now();
+  await Promise.all(
+    [...Array(partitions).keys()].map(async (p) => {
+      const sink = o.client.transactionalSink(fusedTransactionalId(o.accumulateGroup, o.rowTopic, p), {
+        transactionTimeoutMs: o.transactionTimeoutMs,
+        partitionsOf: (topic) => o.admin.partitionCount(topic),
+      });
+      try {
+        await sink.init();
+      } finally {
+        await sink.close().catch(() => undefined);
+      }
+    }),
+  );
+  o.log.info(`separate stages: no accumulate runs; settled the fused transactional ids of ${partitions} partitions in ${Date.now() - t0} ms before joining`);
 }
 
 /** Whether `e` is the coordinator refusing a member of the other mode. */

@@ -13,7 +13,7 @@ import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createClient } from '../kafka/clients.js';
 import type { KafkaClient, OffsetReader } from '../kafka/types.js';
-import { holdGuards, isModeConflict, protocolsOf, type Guards } from './mode-guard.js';
+import { holdGuards, isModeConflict, protocolsOf, settleFusedTransactions, type Guards } from './mode-guard.js';
 import { createRowReader } from '../kafka/kafkajs/offset-reader.js';
 import { RowResolver } from '../codecs/row-resolver.js';
 import { createRegistry, type SchemaRegistryClient } from '../codecs/schema-registry.js';
@@ -248,6 +248,21 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
         },
       );
       if (mode.undrained !== null) await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, client, config, mode.undrained, o.log);
+    } else {
+      // No separate runner may read an offset a fused transaction has yet to commit (mode-guard.ts).
+      const admin = await client.admin();
+      try {
+        await settleFusedTransactions({
+          client,
+          admin,
+          accumulateGroup: consumerGroupId(config.topics.prefix, 'accumulate'),
+          rowTopic: topics.rowCompleted,
+          transactionTimeoutMs: config.runtime.transaction_timeout_ms,
+          log: o.log,
+        });
+      } finally {
+        await admin.close();
+      }
     }
     for (const r of runners) {
       started.push(r);
