@@ -17,9 +17,11 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { configSchema } from '../../../config/schema.js';
 import { generateEvents } from '../../../loadgen/index.js';
 import type { RecordTypes } from '../../../streams/codecs/codec.js';
+import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
 import { fusedTransactionalId } from '../../../streams/runtime/mode-guard.js';
 import type { Txn } from '../../../streams/testing/memory-cluster.js';
 import { TopologyTestDriver } from '../../../streams/testing/topology-driver.js';
+import { asRecords, offlinePacked } from './driver-fixtures.js';
 
 const config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } });
 const PARTITIONS = 2;
@@ -30,11 +32,7 @@ afterEach(async () => {
   driver = null;
 });
 
-function records(): Array<RecordTypes['rowCompleted']> {
-  return [...generateEvents({ batches: 2, groupsPerBatch: 5, generations: 4, seed: 47, profile: 'small', runId: 'fs' })].flatMap((e): Array<RecordTypes['rowCompleted']> =>
-    e.kind === 'row' ? [{ kind: 'row', row: e.row }] : e.kind === 'batch_end' ? [{ kind: 'batch_end', end: e.end }] : [],
-  );
-}
+const events = () => [...generateEvents({ batches: 2, groupsPerBatch: 5, generations: 4, seed: 47, profile: 'small', runId: 'fs' })];
 
 /** Index of the record that completes a group, from the middle on (processing it alone writes downstream records and offsets). */
 function completingRow(rs: Array<RecordTypes['rowCompleted']>): number {
@@ -53,20 +51,21 @@ function completingRow(rs: Array<RecordTypes['rowCompleted']>): number {
 
 const groupOf = (d: TopologyTestDriver, stage: string) => `${d.config.topics.prefix}rollout-stream.${stage}`;
 
-/** Every group once on each intermediate topic and on packed, and no dead letter. */
-function expectEachGroupOnce(d: TopologyTestDriver, groups: string[]): void {
+/** Every group once on each intermediate topic and on packed, packed byte-equal to the offline runner, and no dead letter. */
+function expectEachGroupOnce(d: TopologyTestDriver, want: Map<string, Buffer>): void {
   for (const topic of ['groupComplete', 'penalized', 'packed'] as const) {
     const keys = d.committedRecords(topic).map((r) => r.key!.toString());
     expect(keys.filter((k, i) => keys.indexOf(k) !== i), `groups written to ${topic} more than once`).toEqual([]);
-    expect([...keys].sort(), `groups in ${topic}`).toEqual([...groups].sort());
+    expect([...keys].sort(), `groups in ${topic}`).toEqual([...want.keys()].sort());
   }
+  for (const r of d.committedRecords('packed')) expect(r.value!.subarray(HEADER_BYTES).equals(want.get(r.key!.toString())!), `packed bytes of ${r.key}`).toBe(true);
   expect(d.committedRecords('deadLetter')).toEqual([]);
 }
 
 describe('switching from fused to separate stages', () => {
   test('a separate postprocess and pack started while a fused transaction is unresolved never process what it commits again', async () => {
-    const rs = records();
-    const groups = [...new Set(rs.flatMap((r) => (r.kind === 'row' ? [r.row.group_id] : [])))];
+    const rs = asRecords(events());
+    const want = await offlinePacked(events(), config);
     const at = completingRow(rs);
     const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
     const f = await d.startInstance('f', { fused: true });
@@ -102,13 +101,13 @@ describe('switching from fused to separate stages', () => {
     await d.startInstance('a', { fused: false, stages: ['accumulate'] });
     d.produce('rowCompleted', rs.slice(at + 1));
     await d.runUntilIdle();
-    expectEachGroupOnce(d, groups);
+    expectEachGroupOnce(d, want);
   });
 
   test('a separate postprocess is refused while a fused runner is still a member of the accumulate group, even once its guards are gone', async () => {
     const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
     const f = await d.startInstance('f', { fused: true });
-    d.produce('rowCompleted', records().slice(0, 10));
+    d.produce('rowCompleted', asRecords(events()).slice(0, 10));
     await d.runUntilIdle();
     // Its guards' sessions ran out first (they joined first); its accumulate member is still there.
     d.crash(f, { keepSession: true });
