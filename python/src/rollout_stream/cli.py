@@ -312,20 +312,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     b = sub.add_parser(
         "bench",
         help="decode throughput vs a plain bytes copy; `--skip-stale`: header skip vs decoding; "
-        "`bench publish`: publisher vs raw produce (from a checkout)",
+        "`bench publish`: publisher vs raw produce; `bench collect`: collect's CPU with and without publishing (from a checkout)",
     )
     benches = bench_modules()
     if benches is not None:
-        from rollout_stream_bench import bench, bench_publish
+        from rollout_stream_bench import bench, bench_collect, bench_publish
 
         bench.add_arguments(b)
-        bench_sub = b.add_subparsers(dest="bench_command", metavar="{publish}")
+        bench_sub = b.add_subparsers(dest="bench_command", metavar="{publish,collect}")
         bp = bench_sub.add_parser(
             "publish",
             help="RolloutPublisher throughput on realistic GymResults vs a raw produce of the same bytes (needs the broker)",
             description="RolloutPublisher.publish_result throughput vs a raw confluent-kafka produce of the same bytes.",
         )
         bench_publish.add_arguments(bp)
+        bc = bench_sub.add_parser(
+            "collect",
+            help="the NeMo-Gym collector's CPU per rollout, publishing vs writing nothing (needs the broker and NeMo-Gym's venv)",
+            description="CPU of `collect` per rollout with publishing against the same collection writing nothing.",
+        )
+        bench_collect.add_arguments(bc)
     else:
         b.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -346,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rollout_stream_bench import bench_publish
 
             return bench_publish.run(args)
+        if getattr(args, "bench_command", None) == "collect":
+            from rollout_stream_bench import bench_collect
+
+            return bench_collect.run(args)
         from rollout_stream_bench import bench
 
         return bench.run(args)
