@@ -119,3 +119,5 @@ def test_row_identity_reads_the_leading_fields_and_passes_batch_ends_over():
     assert [row_identity(p.value) for p in fake.produced] == [("bé", "bé/g2", 5), None]
     with pytest.raises(ValueError):
         row_identity(b"\x01rest")
+    with pytest.raises(ValueError):
+        row_identity(fake.produced[0].value[:12])  # cut inside the group id

@@ -57,8 +57,9 @@ import time
 import uuid
 from typing import Any, Mapping
 
-from ..errors import BrokerUnavailableError, InvalidRowError, KafkaOperationError
+from ..errors import BrokerUnavailableError, DecodeError, InvalidRowError, KafkaOperationError
 from ..framing import HEADER_SIZE
+from .published import avro_string
 
 ROW_COMPLETED = "rollout.row-completed"
 PACKED = "rollout.packed"
@@ -77,25 +78,13 @@ GROUP_REASONS = frozenset(
 )
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def dead_letter_reason(value: bytes) -> str | None:
     """The ``reason`` of a Confluent-framed ``DeadLetter`` value (its first field); ``None`` if unreadable."""
     try:
         if len(value) <= HEADER_SIZE or value[0] != 0:
             return None
-        n, pos = _varint(value, HEADER_SIZE)
-        return value[pos : pos + n].decode("utf-8")
-    except (IndexError, UnicodeDecodeError):
+        return avro_string(value, HEADER_SIZE)[0]
+    except (IndexError, UnicodeDecodeError, DecodeError):
         return None
 
 

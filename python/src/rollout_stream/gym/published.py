@@ -20,26 +20,17 @@ import uuid
 from typing import Any, Iterable, Mapping
 
 from .. import kafka_env
-from ..errors import BrokerUnavailableError, KafkaOperationError
+from ..errors import BrokerUnavailableError, DecodeError, KafkaOperationError
 from ..framing import HEADER_SIZE
+from ..packed_reader import _long as avro_long
 from ..partitioner import partition_for_key
 
 BATCH_END_BRANCH = 1  # index of BatchEnd in row-completed's event union
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def _string(buf: bytes, pos: int) -> tuple[str, int]:
-    n, pos = _varint(buf, pos)
+def avro_string(buf: bytes, pos: int) -> tuple[str, int]:
+    """The Avro string at ``pos``: ``(text, next position)``."""
+    n, pos = avro_long(buf, pos)
     return buf[pos : pos + n].decode("utf-8"), pos + n
 
 
@@ -47,17 +38,20 @@ def row_identity(value: bytes) -> tuple[str, str, int] | None:
     """``(batch_id, group_id, row_index)`` of a row-completed value; ``None`` for a ``BatchEnd``.
 
     Raises:
-        ValueError: Too short or not Confluent-framed.
+        ValueError: Too short, not Confluent-framed, or cut short.
     """
     if len(value) < HEADER_SIZE + 1 or value[0] != 0:
         raise ValueError("not a Confluent-framed Avro value")
-    branch, pos = _varint(value, HEADER_SIZE)
-    if branch == BATCH_END_BRANCH:
-        return None
-    batch_id, pos = _string(value, pos)
-    group_id, pos = _string(value, pos)
-    _group_index, pos = _varint(value, pos)
-    row_index, _ = _varint(value, pos)
+    try:
+        branch, pos = avro_long(value, HEADER_SIZE)
+        if branch == BATCH_END_BRANCH:
+            return None
+        batch_id, pos = avro_string(value, pos)
+        group_id, pos = avro_string(value, pos)
+        _group_index, pos = avro_long(value, pos)
+        row_index, _ = avro_long(value, pos)
+    except (IndexError, UnicodeDecodeError, DecodeError) as e:
+        raise ValueError(f"not a row-completed value: {e}") from e
     return batch_id, group_id, row_index
 
 
@@ -136,7 +130,10 @@ def published_row_indices(
             deadline = time.monotonic() + timeout
             p = m.partition()
             if m.key() in groups and m.value():
-                ident = row_identity(m.value())
+                try:
+                    ident = row_identity(m.value())
+                except ValueError:
+                    ident = None  # not a row of ours (accumulate dead-letters it as undecodable)
                 if ident is not None and ident[0] == batch_id:
                     found.add(ident[2])
             if p in todo and m.offset() + 1 >= todo[p][1]:
