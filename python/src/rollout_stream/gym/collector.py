@@ -338,7 +338,10 @@ async def collect_async(
 
         if wait_for_room is not None:
             raise InvalidRowError("max_buffered_groups", "and wait_for_room are two ways to wait: give one")
-        bp = wait_for_room = Backpressure.for_publisher(publisher, max_buffered_groups, trainer_group)
+        # Its start-up reads rollout.packed up to now (up to 5 s): not on the worker's event loop.
+        bp = wait_for_room = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: Backpressure.for_publisher(publisher, max_buffered_groups, trainer_group)
+        )
         bp.track(batch)
 
     try:
