@@ -134,3 +134,12 @@ def packed_topics(kafka_env: KafkaEnv, packed_schema_text: str):
                 fut.result(timeout=30)
             except Exception:
                 pass
+
+
+@pytest.fixture(scope="session")
+def gym(tmp_path_factory):
+    """NeMo-Gym's servers in front of the toy policy: (head server URL, the policy's record file, NeMo-Gym's python)."""
+    from gym_env import start_gym
+
+    yield from start_gym(tmp_path_factory)
+

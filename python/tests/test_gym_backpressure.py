@@ -22,7 +22,8 @@ import pytest
 
 from rollout_stream import PackedConsumer, feed
 
-from test_gym_collect import GENERATIONS, gym, gym_tasks, pipeline  # noqa: F401 - fixtures
+from gym_env import gym_tasks
+from test_gym_collect import GENERATIONS, pipeline  # noqa: F401 - fixture
 from test_publisher_pipeline import end_offsets, read_all
 
 pytestmark = pytest.mark.integration
