@@ -157,6 +157,7 @@ def test_a_killed_collect_run_again_loses_and_duplicates_nothing(kafka_env, gym,
     batch = f"{prefix}crash"
     topic = f"{prefix}rollout.row-completed"
     # One rollout at a time, so the kill lands in the middle of the batch.
+    started_ms = int(time.time() * 1000) - 1000
     killed = subprocess.Popen([py, "-m", "rollout_stream", "collect", "--tasks", str(tasks), "--generations", str(GENERATIONS),
                                "--batch-id", batch, "--head-server", head, "--concurrency", "1"],
                               env={**env, "PYTHONUNBUFFERED": "1"}, stderr=subprocess.PIPE, text=True)
@@ -168,7 +169,8 @@ def test_a_killed_collect_run_again_loses_and_duplicates_nothing(kafka_env, gym,
     first = sum(end_offsets(kafka_env.brokers, topic))
     assert 2 <= first < 2 * GENERATIONS, f"{first} records before the kill: not in the middle of the batch"
 
-    s = collect(py, env, head, tasks, batch)
+    # Read back from a time before the first run (the offsets-for-times path), as an operator would on a long topic.
+    s = collect(py, env, head, tasks, batch, "--resume-since", str(started_ms))
     assert s["already_published"] >= 2 and s["already_published"] + s["published"] == 2 * GENERATIONS, s
 
     packed = read_all(kafka_env.brokers, f"{prefix}rollout.packed", 2)

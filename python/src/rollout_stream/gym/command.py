@@ -57,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "--trainer-group on rollout.packed, or this run's complete groups still in the pipeline)")
     c.add_argument("--trainer-group", default=None, metavar="G",
                    help="the trainer's consumer group on rollout.packed (with --max-buffered-groups)")
+    c.add_argument("--resume-since", default=None, metavar="T",
+                   help="read the batch's published rows back from time T (ms since epoch or ISO-8601) instead of the "
+                   "partitions' beginning: faster on a long topic, and right when the batch started after T")
     c.add_argument("--no-resume", action="store_true", help="do not read back rows of the batch already on the topic")
     c.add_argument("--limit", type=int, default=None, metavar="K", help="only the first K task rows")
     c.add_argument("--summary-json", action="store_true", help="print the summary as JSON on stdout")
@@ -65,6 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..publisher import RolloutPublisher
+    from ..replay_reader import to_millis
     from .collector import ProgressLine, collect, read_tasks
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         summary = collect(
             tasks, args.generations, args.batch_id,
             publisher=pub, head_server=args.head_server, weight_version=args.weight_version, agent=args.agent,
-            concurrency=args.concurrency, backend=args.backend, resume=not args.no_resume, progress=progress,
+            concurrency=args.concurrency, backend=args.backend, resume=not args.no_resume, resume_since_ms=to_millis(args.resume_since) if args.resume_since else None, progress=progress,
             add_seed=args.add_seed, max_buffered_groups=args.max_buffered_groups, trainer_group=args.trainer_group,
         )
     print(summary.line(), file=sys.stderr, flush=True)
