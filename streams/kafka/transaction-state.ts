@@ -8,7 +8,7 @@
  *   uninitialized ─init─▶ initializing ─▶ ready ─begin─▶ in_transaction
  *   in_transaction ─commit─▶ committing ─▶ ready
  *   in_transaction | abortable_error ─abort─▶ aborting ─▶ ready
- *   a failed send/sendOffsets ─▶ abortable_error; a newer epoch ─▶ fenced;
+ *   a failed begin ─▶ fatal_error; a failed send/sendOffsets ─▶ abortable_error; a newer epoch ─▶ fenced;
  *   a commit/abort whose outcome is unknown ─▶ fatal_error; close ─▶ closed
  *
  * No re-init: a new owner of a transactional id is a new sink.
@@ -44,7 +44,8 @@ export const TX_STATES: readonly TxState[] = [
 export const TX_TRANSITIONS: Readonly<Record<TxState, readonly TxState[]>> = {
   uninitialized: ['initializing', 'closed'],
   initializing: ['ready', 'fenced', 'fatal_error', 'closed'],
-  ready: ['in_transaction', 'closed'],
+  // A begin the client refuses: fenced on a newer epoch, else fatal.
+  ready: ['in_transaction', 'fenced', 'fatal_error', 'closed'],
   in_transaction: ['committing', 'aborting', 'abortable_error', 'fenced', 'closed'],
   abortable_error: ['aborting', 'fenced', 'closed'],
   committing: ['ready', 'fenced', 'fatal_error'],

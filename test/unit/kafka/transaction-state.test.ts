@@ -1,5 +1,6 @@
 /** The transactional sink's state machine: every (state, call) guard and every (state, next) transition. */
 import { describe, expect, test } from 'vitest';
+import { RolloutStreamError } from '../../../errors/index.js';
 import { TransactionStateError, TransactionStateMachine, TX_CALLS, TX_GUARDS, TX_STATES, TX_TRANSITIONS, type TxState } from '../../../streams/kafka/transaction-state.js';
 
 /** A legal path from `uninitialized` to each state. */
@@ -59,6 +60,17 @@ describe('transaction state machine', () => {
   test('fenced and fatal_error lead only to closed; there is no way back to ready', () => {
     for (const s of ['fenced', 'fatal_error'] as const) expect(TX_TRANSITIONS[s]).toEqual(['closed']);
     expect(TX_GUARDS.init).toEqual(['uninitialized']);
+  });
+
+  test('a begin the client refuses leaves ready for fenced or fatal_error and surfaces its own error', () => {
+    const fencedError = new RolloutStreamError('producer_fenced', 'a newer epoch');
+    const fenced = machineIn('ready');
+    expect(fenced.failed(fencedError, 'fatal_error')).toBe(fencedError);
+    expect(fenced.state).toBe('fenced');
+    const broken = machineIn('ready');
+    const e = new Error('begin refused');
+    expect(broken.failed(e, 'fatal_error')).toBe(e);
+    expect(broken.state).toBe('fatal_error');
   });
 
   test('the trail records every state passed through', () => {
