@@ -39,6 +39,8 @@ export const DEAD_LETTER_REASONS = [
   'processing_error',
   'non_contiguous_tokens',
   'no_generation_data',
+  /** A chunk set that cannot be handed on whole (docs/design-chunked-records.md §3): headless, inconsistent, timed out. */
+  'incomplete_record',
 ] as const;
 
 export type DeadLetterCode = (typeof DEAD_LETTER_REASONS)[number];
@@ -66,6 +68,8 @@ export const ERROR_CODES = {
   producer_fenced: 'task_migrated',
   partition_revoked: 'task_migrated',
   transaction_outcome_unknown: 'task_migrated',
+  /** A send refused as too large after the limit was read (someone lowered `max.message.bytes`): read it again, abort, rebuild. */
+  record_limit_changed: 'task_migrated',
 
   // fatal: the process cannot go on.
   config_invalid: 'fatal',
