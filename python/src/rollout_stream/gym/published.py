@@ -24,6 +24,7 @@ from ..errors import BrokerUnavailableError, DecodeError, KafkaOperationError
 from ..framing import HEADER_SIZE
 from ..packed_reader import _long as avro_long
 from ..partitioner import partition_for_key
+from ..replay_reader import _ranges as offset_ranges
 
 BATCH_END_BRANCH = 1  # index of BatchEnd in row-completed's event union
 
@@ -94,17 +95,8 @@ def published_row_indices(
             raise KafkaOperationError(f"topic {topic} is not usable at {brokers}", topic=topic)
         n = len(t.partitions)
         parts = sorted({partition_for_key(g, n) for g in groups})
-        starts: dict[int, int] = {}
-        if since_ms is not None:
-            for tp in c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts], timeout=timeout):
-                starts[tp.partition] = tp.offset
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in parts}
-        todo = {}
-        for p in parts:
-            lo = starts.get(p, 0)
-            lo = ends[p] if lo < 0 else lo  # no record at or after since_ms
-            if lo < ends[p]:
-                todo[p] = (lo, ends[p])
+        ranges = offset_ranges(c, topic, from_time=since_ms, to_time=None, offsets={p: 0 for p in parts}, timeout=timeout)
+        todo = {p: r for p, r in ranges.items() if r[0] < r[1]}
         found: set[int] = set()
         if not todo:
             return found
