@@ -5,7 +5,7 @@
  */
 import { runOffline } from '../../../cli/offline.js';
 import type { Config } from '../../../config/schema.js';
-import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
+import { formatJsonLine, parseJsonLine, type JsonLine } from '../../../json-form/form.js';
 import type { LoadgenEvent } from '../../../loadgen/index.js';
 import { AvroBodyCodec, type RecordTypes } from '../../../streams/codecs/codec.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
@@ -15,8 +15,13 @@ export function asRecords(events: LoadgenEvent[]): Array<RecordTypes['rowComplet
   return events.flatMap((e): Array<RecordTypes['rowCompleted']> => (e.kind === 'row' ? [{ kind: 'row', row: e.row }] : e.kind === 'batch_end' ? [{ kind: 'batch_end', end: e.end }] : []));
 }
 
-/** Packed bytes (after the 5-byte header) by group, as the offline runner makes them under `config`. */
-export async function offlinePacked(events: LoadgenEvent[], config: Config): Promise<Map<string, Buffer>> {
+type OfflineMetrics = Extract<JsonLine, { kind: 'metrics' }>['metrics'];
+
+/** What the offline runner makes of `events` under `config`: packed bytes (after the 5-byte header) by group, and the metrics records. */
+export async function offlineOutputs(
+  events: LoadgenEvent[],
+  config: Config,
+): Promise<{ packed: Map<string, Buffer>; metrics: Array<OfflineMetrics> }> {
   const lines: string[] = [];
   const input = events.flatMap((e) =>
     e.kind === 'row' ? [formatJsonLine({ kind: 'row', record: e.row })] : e.kind === 'batch_end' ? [formatJsonLine({ kind: 'batch_end', end: e.end })] : [],
@@ -24,6 +29,15 @@ export async function offlinePacked(events: LoadgenEvent[], config: Config): Pro
   await runOffline('all', config, input, (l) => void lines.push(l));
   const body = new AvroBodyCodec('packed');
   const packed = new Map<string, Buffer>();
-  for (const l of lines.map(parseJsonLine)) if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
-  return packed;
+  const metrics: OfflineMetrics[] = [];
+  for (const l of lines.map(parseJsonLine)) {
+    if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
+    if (l.kind === 'metrics') metrics.push(l.metrics);
+  }
+  return { packed, metrics };
+}
+
+/** Packed bytes (after the 5-byte header) by group, as the offline runner makes them under `config`. */
+export async function offlinePacked(events: LoadgenEvent[], config: Config): Promise<Map<string, Buffer>> {
+  return (await offlineOutputs(events, config)).packed;
 }

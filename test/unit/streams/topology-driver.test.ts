@@ -10,15 +10,14 @@
  * between the modes, and /healthz under runtime.poison.policy: stop.
  */
 import { afterEach, describe, expect, test } from 'vitest';
-import { runOffline } from '../../../cli/offline.js';
 import { configSchema, PIPELINE_STAGES, type Config, type PipelineStage } from '../../../config/schema.js';
-import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
 import { generateEvents, type LoadgenEvent } from '../../../loadgen/index.js';
-import { AvroBodyCodec, type RecordTypes } from '../../../streams/codecs/codec.js';
+import type { RecordTypes } from '../../../streams/codecs/codec.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
 import { CRASH_POINTS, type CrashPoint } from '../../../streams/runtime/crash-points.js';
 import { TopologyTestDriver } from '../../../streams/testing/topology-driver.js';
 import { partitionForKey } from '../../../streams/topics/partitioner.js';
+import { asRecords, offlineOutputs } from './driver-fixtures.js';
 
 const config: Config = configSchema.parse({
   accumulate: { batch_end_grace_ms: 0 },
@@ -46,10 +45,6 @@ function loadgenEvents(seed = 41): LoadgenEvent[] {
   return [...generateEvents({ batches: 2, groupsPerBatch: 5, generations: 4, seed, profile: 'small', runId: `t${seed}` })];
 }
 
-function asRecords(events: LoadgenEvent[]): Array<RecordTypes['rowCompleted']> {
-  return events.flatMap((e): Array<RecordTypes['rowCompleted']> => (e.kind === 'row' ? [{ kind: 'row', row: e.row }] : e.kind === 'batch_end' ? [{ kind: 'batch_end', end: e.end }] : []));
-}
-
 /** The first index from the middle on at which every partition has a group with some rows before it and some after (open when a takes over). */
 function splitLeavingOpenGroups(records: Array<RecordTypes['rowCompleted']>, partitions: number): number {
   const rows = records.flatMap((r) => (r.kind === 'row' ? [r.row] : []));
@@ -75,19 +70,8 @@ const metricKey = (m: { scope: string; group_id: string | null; batch_id: string
 
 /** What the offline runner makes of the same rows. */
 async function offlineRun(events: LoadgenEvent[]): Promise<Expected> {
-  const lines: string[] = [];
-  const input = events.flatMap((e) =>
-    e.kind === 'row' ? [formatJsonLine({ kind: 'row', record: e.row })] : e.kind === 'batch_end' ? [formatJsonLine({ kind: 'batch_end', end: e.end })] : [],
-  );
-  await runOffline('all', config, input, (l) => void lines.push(l));
-  const body = new AvroBodyCodec('packed');
-  const packed = new Map<string, Buffer>();
-  const metrics = new Map<string, Record<string, number>>();
-  for (const l of lines.map(parseJsonLine)) {
-    if (l.kind === 'packed') packed.set(l.packed.group_id, body.encodeFramed(l.packed, 0).subarray(HEADER_BYTES));
-    if (l.kind === 'metrics') metrics.set(metricKey(l.metrics), l.metrics.values);
-  }
-  return { packed, metrics };
+  const out = await offlineOutputs(events, config);
+  return { packed: out.packed, metrics: new Map(out.metrics.map((m) => [metricKey(m), m.values])) };
 }
 
 /**
