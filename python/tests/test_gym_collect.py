@@ -22,7 +22,6 @@ missing rows, the other group of the batch is packed.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,36 +39,20 @@ from rollout_stream.framing import HEADER_SIZE
 from rollout_stream.json_form import record_from_json
 
 from gym_env import FAIL_MARK, gym_tasks
-from test_publisher_pipeline import end_offsets, launcher, read_all, wait_for_line
+from test_publisher_pipeline import end_offsets, launcher, read_all, running_pipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "gym"))
 from ground_truth import PolicyRecord, check_group  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 GENERATIONS = 3
 
 
 @pytest.fixture
 def pipeline(kafka_env, tmp_path):
-    prefix = f"pygym{uuid.uuid4().hex[:8]}."
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"accumulate": {"batch_end_grace_ms": 300}}))
-    env = {**os.environ, "KAFKA_BROKERS": kafka_env.brokers, "SCHEMA_REGISTRY_URL": kafka_env.registry_url,
-           "TOPIC_PREFIX": prefix, "ROLLOUT_STREAM_CONFIG": str(config)}
-    launcher(env, "topics", "create")
-    log = open(tmp_path / "run.log", "w")
-    run = subprocess.Popen([str(ROOT / "rollout-stream"), "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield env, prefix, config
-    finally:
-        run.send_signal(signal.SIGTERM)
-        try:
-            run.wait(30)
-        except subprocess.TimeoutExpired:
-            run.kill()
-        log.close()
+    with running_pipeline(kafka_env, tmp_path, "pygym") as running:
+        yield running
 
 
 def collect(py: str, env: dict, head: str, tasks: Path, batch: str, *extra: str, check: bool = True, backend: str = "nemo_gym") -> dict:

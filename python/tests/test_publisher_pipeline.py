@@ -12,6 +12,7 @@ hand every group to ``put_samples`` once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -115,11 +116,11 @@ def metric(port: int, name: str, labels: str) -> float:
     return 0.0
 
 
-@pytest.fixture
-def pipeline(kafka_env, tmp_path):
-    """A fresh topic prefix with its topics, and ``./rollout-stream run`` on it (fused, all three stages)."""
-    prefix = f"pypub{uuid.uuid4().hex[:8]}."
-    port = free_port()
+@contextlib.contextmanager
+def running_pipeline(kafka_env, tmp_path: Path, tag: str, **extra_env: str):
+    """A fresh topic prefix `<tag><uuid>.` with its topics, and ``./rollout-stream run`` on it (fused, all three
+    stages); yields (env, prefix, config file)."""
+    prefix = f"{tag}{uuid.uuid4().hex[:8]}."
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"accumulate": {"batch_end_grace_ms": 300}}))
     env = {
@@ -128,13 +129,13 @@ def pipeline(kafka_env, tmp_path):
         "SCHEMA_REGISTRY_URL": kafka_env.registry_url,
         "TOPIC_PREFIX": prefix,
         "ROLLOUT_STREAM_CONFIG": str(config),
-        "METRICS_PORT": str(port),
+        **extra_env,
     }
     launcher(env, "topics", "create")
     log = open(tmp_path / "run.log", "w")
     run = subprocess.Popen([LAUNCHER, "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        yield env, prefix, port
+        yield env, prefix, config
     finally:
         run.send_signal(signal.SIGTERM)
         try:
@@ -143,6 +144,14 @@ def pipeline(kafka_env, tmp_path):
             run.kill()
         log.close()
         print((tmp_path / "run.log").read_text()[-4000:], file=sys.stderr)
+
+
+@pytest.fixture
+def pipeline(kafka_env, tmp_path):
+    """``running_pipeline`` with its metrics on a free port; yields (env, prefix, metrics port)."""
+    port = free_port()
+    with running_pipeline(kafka_env, tmp_path, "pypub", METRICS_PORT=str(port)) as (env, prefix, _config):
+        yield env, prefix, port
 
 
 def test_gym_results_from_both_publishers_survive_a_publisher_kill_and_pack_like_offline(kafka_env, pipeline, tmp_path):
