@@ -1,10 +1,11 @@
 /**
  * Entry point of `./rollout-stream <command>` for the commands implemented in
- * TypeScript (the launcher handles `kafka` and `test` itself).
+ * TypeScript (the launcher handles `kafka`, `image` and `test` itself).
  */
 import '../streams/kafka/kafkajs/speedups.js'; // before anything loads kafkajs (see that module)
 import { reportError, wantsHelp, type Command } from '../tools/command.js';
 import { topicsCommand } from './topics.js';
+import { packageVersion } from '../tools/version.js';
 
 type Loader = () => Promise<Command>;
 
@@ -50,6 +51,7 @@ const COMMANDS: Record<string, { summary: string; load: Loader }> = {
 
 const LAUNCHER_ONLY: Record<string, string> = {
   kafka: 'the local broker and registry: up | down | status',
+  image: 'the container image: build [--tag T] (podman, from Debian packages) | name',
   test: 'every test suite (TypeScript and Python, unit and integration) on a real broker',
 };
 
@@ -63,7 +65,8 @@ function help(): string {
   ];
   const all = { ...Object.fromEntries(Object.entries(COMMANDS).map(([k, v]) => [k, v.summary])), ...LAUNCHER_ONLY };
   for (const name of Object.keys(all).sort()) lines.push(`  ${name.padEnd(10)} ${all[name]}`);
-  lines.push('', 'Environment: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, ROLLOUT_STREAM_CONFIG, TOPIC_PREFIX (see README).');
+  lines.push('', 'Environment: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, ROLLOUT_STREAM_CONFIG, TOPIC_PREFIX, METRICS_HOST, METRICS_PORT, LOG_FORMAT (see README).');
+  lines.push(`Version: rollout-stream ${packageVersion()} (--version)`);
   lines.push('Example: ./rollout-stream demo');
   return lines.join('\n');
 }
@@ -72,6 +75,10 @@ async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === 'help' || name === '--help' || name === '-h') {
     console.log(help());
+    return 0;
+  }
+  if (name === '--version' || name === 'version' || (rest.includes('--version') && COMMANDS[name])) {
+    console.log(`rollout-stream ${packageVersion()}`);
     return 0;
   }
   const entry = COMMANDS[name];

@@ -6,10 +6,11 @@ import { startPipeline } from '../streams/runtime/pipeline.js';
 import { parseFault } from '../streams/runtime/faults.js';
 import { armCrashPoint, parseCrashPoint } from '../streams/runtime/crash-points.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
+import { formatLogLine, type LogLevel } from '../streams/runtime/logger.js';
 
 
-function logger(quiet: boolean) {
-  const line = (level: string, msg: string) => process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);
+function logger(quiet: boolean, format: 'text' | 'json') {
+  const line = (level: LogLevel, msg: string) => process.stderr.write(`${formatLogLine(format, level, msg)}\n`);
   return {
     info: (m: string) => (quiet ? undefined : line('info', m)),
     warn: (m: string) => line('warn', m),
@@ -27,7 +28,10 @@ Consumes each stage's input topic with read_committed and writes its outputs,
 state changes and input offsets in one Kafka transaction per batch. Several
 processes running the same stage share its partitions (consumer group
 <prefix>rollout-stream.<stage>); start more to scale out, stop one to scale in.
-SIGTERM/SIGINT finish or abort the open transaction and leave the group.
+SIGTERM/SIGINT finish or abort the open transaction and leave the group
+within runtime.shutdown_timeout_ms (default 20 s; then the process exits 1
+and the partition's next owner aborts what was open). /readyz answers 200
+once every stage has its partitions and their state; /healthz is liveness.
 
 A process running all three stages runs them fused (runtime.fused: auto):
 one transaction per input batch for accumulate, postprocess and pack, with
@@ -43,7 +47,8 @@ Options:
   --separate        one transaction per stage even with all three (runtime.fused: false)
   --config F        config file (else ROLLOUT_STREAM_CONFIG)
   --prefix P        topic prefix (else TOPIC_PREFIX)
-  --metrics-port N  Prometheus /metrics and /healthz on 127.0.0.1:N (0 = off; default from config, 9464)
+  --metrics-port N  /metrics, /healthz and /readyz on port N (0 = off; default 9464, env METRICS_PORT)
+                    of runtime.metrics_host (default 127.0.0.1, env METRICS_HOST; 0.0.0.0 in the image)
   --quiet           only warnings and errors on stderr
 
 Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
@@ -84,11 +89,11 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
     }
     const { config, configDir } = loadConfig({ file: values.config, overrides });
     const stages = PIPELINE_STAGES.filter((s) => config.runtime.stages.includes(s));
-    const log = logger(values.quiet ?? false);
+    const log = logger(values.quiet ?? false, config.logging.format);
     const pipeline = await startPipeline({ config, configDir, stages, log, faults });
     log.info(
       `running ${stages.join(', ')}${pipeline.fused ? ' fused (one transaction per batch)' : ''} on ${config.kafka.brokers.join(',')} (prefix '${config.topics.prefix}')` +
-        (pipeline.server ? `; metrics on http://127.0.0.1:${config.runtime.metrics_port}/metrics` : '') +
+        (pipeline.server ? `; metrics, /healthz and /readyz on http://${config.runtime.metrics_host}:${config.runtime.metrics_port}` : '') +
         `; record-batch CRC-32C: ${kafkaCrcImplementation}`,
     );
     const signalled = new Promise<void>((resolve) => {
@@ -102,7 +107,20 @@ Example: ./rollout-stream run --stages accumulate --metrics-port 9465`,
     // A fatal error (error policy: authorization, a restore that keeps failing, ...) stops every stage; main prints it in one line and exits 1.
     const fatal = await Promise.race([signalled.then(() => null), pipeline.failed]);
     if (fatal) log.error(`stopping: fatal error in a stage: [${fatal.code}] ${fatal.message}`);
-    await pipeline.stop();
+    // Bounded: a stop that hangs (a broker gone for good) must not outlive the
+    // orchestrator's grace period; the open transaction is then aborted by the
+    // partition's next owner (or the broker's transaction timeout).
+    const limit = config.runtime.shutdown_timeout_ms;
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = await Promise.race([
+      pipeline.stop().then(() => true),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), limit))),
+    ]);
+    clearTimeout(timer);
+    if (!stopped) {
+      log.error(`stop did not finish within runtime.shutdown_timeout_ms (${limit} ms); exiting, the open transaction will be aborted by the next owner`);
+      return 1;
+    }
     log.info('stopped');
     if (fatal) throw fatal;
     return 0;

@@ -86,6 +86,8 @@ export function envOverrides(env: Env): Array<[string[], unknown]> {
   }
   const port = envInt(env, 'METRICS_PORT');
   if (port !== undefined) out.push([['runtime', 'metrics_port'], port]);
+  if (env.METRICS_HOST) out.push([['runtime', 'metrics_host'], env.METRICS_HOST]);
+  if (env.LOG_FORMAT) out.push([['logging', 'format'], env.LOG_FORMAT]);
   return out;
 }
 

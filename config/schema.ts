@@ -216,6 +216,14 @@ export const runtimeConfigSchema = z.strictObject({
    */
   intermediate_records: z.enum(['reference', 'full']).default('reference'),
   metrics_port: z.number().int().min(0).max(65535).default(9464),
+  /**
+   * The address /metrics, /healthz and /readyz listen on: 127.0.0.1 (the
+   * default) keeps them on this machine; 0.0.0.0 (the container image's
+   * setting) lets probes and Prometheus reach them from outside.
+   */
+  metrics_host: z.string().min(1).default('127.0.0.1'),
+  /** How long SIGTERM/SIGINT wait for the open transactions to finish or abort before `run` exits 1 (keep below the orchestrator's grace period: 30 s on Kubernetes). */
+  shutdown_timeout_ms: z.number().int().positive().default(20_000),
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
   transaction_timeout_ms: z.number().int().positive().default(60_000),
   /** Consumer-group session timeout: how long a crashed instance holds its partitions. */
@@ -241,6 +249,17 @@ export const runtimeConfigSchema = z.strictObject({
   ),
 });
 
+export const LOG_FORMATS = ['text', 'json'] as const;
+
+export const loggingConfigSchema = z.strictObject({
+  /**
+   * `text`: `<time> <level> <message>` lines; `json`: one JSON object per
+   * line with time, level, msg and, where the message names them, stage,
+   * partition, group and code (the container image's setting).
+   */
+  format: z.enum(LOG_FORMATS).default('text'),
+});
+
 export const configSchema = z.strictObject({
   accumulate: nullable(accumulateConfigSchema, {}),
   postprocess: nullable(postprocessConfigSchema, {}),
@@ -249,6 +268,7 @@ export const configSchema = z.strictObject({
   kafka: nullable(kafkaConfigSchema, {}),
   topics: nullable(topicsConfigSchema, {}),
   runtime: nullable(runtimeConfigSchema, {}),
+  logging: nullable(loggingConfigSchema, {}),
 });
 
 export type Config = z.output<typeof configSchema>;
@@ -262,4 +282,5 @@ export type PackConfig = z.output<typeof packConfigSchema>;
 export type KafkaConfig = z.output<typeof kafkaConfigSchema>;
 export type TopicsConfig = z.output<typeof topicsConfigSchema>;
 export type RuntimeConfig = z.output<typeof runtimeConfigSchema>;
+export type LoggingConfig = z.output<typeof loggingConfigSchema>;
 export type PoisonConfig = RuntimeConfig['poison'];

@@ -133,3 +133,13 @@ export function healthReport<B extends object>(runners: RunnerHealth[], base: B)
   const unhealthy = runners.filter((r) => UNHEALTHY_STATES.has(r.state));
   return unhealthy.length === 0 ? { ok: true, detail: base } : { ok: false, detail: { ...base, unhealthy } };
 }
+
+/**
+ * The /readyz answer: ready once every runner has joined its group and is
+ * `running` (not starting, restoring state, rebuilding a task or stopping),
+ * so a probe sees an instance that has its partitions and their state.
+ */
+export function readinessReport(runners: RunnerHealth[]): { ok: boolean; detail: { ready: boolean; runners: Array<Pick<RunnerHealth, 'runner' | 'state' | 'since'>> } } {
+  const ok = runners.length > 0 && runners.every((r) => r.state === 'running');
+  return { ok, detail: { ready: ok, runners: runners.map(({ runner, state, since }) => ({ runner, state, since })) } };
+}

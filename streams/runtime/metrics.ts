@@ -3,7 +3,7 @@
  * units, counters end in _total, no ids in labels) and the HTTP endpoint
  * serving /metrics and /healthz.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 const P = 'rollout_stream_';
@@ -48,9 +48,19 @@ export class RuntimeMetrics {
   readonly openBatches = new Gauge({ name: `${P}open_batches`, help: 'Batches the batch-metrics aggregator holds open (waiting for their groups and partitions)', registers: [this.registry] });
 }
 
-/** Serves /metrics and /healthz on 127.0.0.1:`port` (0 = off). `healthy` decides the /healthz status (200 or 503) and body. */
-export function serveMetrics(metrics: RuntimeMetrics, port: number, healthy: () => { ok: boolean; detail: unknown }): Promise<Server | null> {
-  if (port === 0) return Promise.resolve(null);
+type Probe = () => { ok: boolean; detail: unknown };
+
+/**
+ * Serves /metrics, /healthz (liveness: `healthy`) and /readyz (readiness:
+ * `ready`) on `host`:`port` (port 0 = off). Each probe answers 200 or 503
+ * with its JSON detail.
+ */
+export function serveMetrics(metrics: RuntimeMetrics, listen: { host: string; port: number }, healthy: Probe, ready: Probe): Promise<Server | null> {
+  if (listen.port === 0) return Promise.resolve(null);
+  const probe = (res: ServerResponse, p: Probe) => {
+    const h = p();
+    res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(h.detail));
+  };
   const server = createServer((req, res) => {
     if (req.url === '/metrics') {
       metrics.registry.metrics().then(
@@ -58,14 +68,15 @@ export function serveMetrics(metrics: RuntimeMetrics, port: number, healthy: () 
         (e: Error) => res.writeHead(500).end(e.message),
       );
     } else if (req.url === '/healthz') {
-      const h = healthy();
-      res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(h.detail));
+      probe(res, healthy);
+    } else if (req.url === '/readyz') {
+      probe(res, ready);
     } else {
-      res.writeHead(404).end('try /metrics or /healthz\n');
+      res.writeHead(404).end('try /metrics, /healthz or /readyz\n');
     }
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve(server));
+    server.listen(listen.port, listen.host, () => resolve(server));
   });
 }

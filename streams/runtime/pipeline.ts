@@ -19,7 +19,7 @@ import { RowResolver } from '../codecs/row-resolver.js';
 import { createRegistry, type SchemaRegistryClient } from '../codecs/schema-registry.js';
 import { RuntimeMetrics, serveMetrics } from './metrics.js';
 import { withFaults, type Fault } from './faults.js';
-import { healthReport } from './health.js';
+import { healthReport, readinessReport } from './health.js';
 import type { Stage, StageName } from '../api/stage.js';
 import { StageRunner, type Logger } from './stage-runner.js';
 import { buildStages } from '../stages/registry.js';
@@ -295,11 +295,11 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       metrics.openWeightVersion.set({ stage: r.stageName, bound: 'max' }, g.open_weight_version_max);
     }
   }, 1000);
-  const server = await serveMetrics(metrics, o.metricsPort ?? config.runtime.metrics_port, () =>
-    healthReport(
-      runners.map((r) => r.healthState()),
-      { stages: runners.flatMap((r) => r.stageNames), fused },
-    ),
+  const server = await serveMetrics(
+    metrics,
+    { host: config.runtime.metrics_host, port: o.metricsPort ?? config.runtime.metrics_port },
+    () => healthReport(runners.map((r) => r.healthState()), { stages: runners.flatMap((r) => r.stageNames), fused }),
+    () => readinessReport(runners.map((r) => r.healthState())),
   );
   return {
     fused,
