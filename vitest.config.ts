@@ -33,6 +33,19 @@ export default defineConfig({
         },
       },
       {
+        // The container image (Dockerfile) run with podman against the local
+        // broker; scripts/test.sh builds the image first (in the background).
+        test: {
+          name: 'image',
+          include: ['test/image/**/*.test.ts'],
+          globalSetup: ['test/integration/global-setup.ts'],
+          pool: 'forks',
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 960_000,
+        },
+      },
+      {
         // A local three-node cluster with its own registry (SPEC §8.1;
         // scripts/local-kafka-cluster.sh), started by the global setup when
         // it is not up, and stopped again if the setup started it.

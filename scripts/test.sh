@@ -2,7 +2,8 @@
 # ./rollout-stream test: every suite against a real broker and registry.
 #   1. typecheck   2. TypeScript unit tests   3. local broker + registry up
 #   (unless KAFKA_BROKERS is set)   4. TypeScript integration tests
-#   5. Python tests (unit + integration)   6. the cluster tier: a local
+#   5. the container image (built in the background from step 1 on) run with
+#   podman   6. Python tests (unit + integration)   7. the cluster tier: a local
 #   three-broker cluster (scripts/local-kafka-cluster.sh) and test/cluster/
 # Ends with one line "tests: N passed, N failed" over all suites.
 # Options: --unit (unit suites only, no broker), --keep (leave the brokers up),
@@ -85,6 +86,17 @@ if [[ $UNIT_ONLY == 0 && -x scripts/gym-env.sh ]]; then
   gym_pid=$!
 fi
 
+# The container image builds in the background too (podman from Debian's
+# packages; ~4 min the first time, mostly downloads); its tier runs after the
+# integration tests. RS_SKIP_IMAGE=1 leaves it out (say why in the run's log).
+image_pid=""
+IMAGE_LOG="$RESULTS/image-build.log"
+if [[ $UNIT_ONLY == 0 && "${RS_SKIP_IMAGE:-0}" != 1 ]]; then
+  step "container image (building in the background until the image tests)"
+  scripts/image.sh build >"$IMAGE_LOG" 2>&1 &
+  image_pid=$!
+fi
+
 step "TypeScript unit tests"
 npx vitest run --project unit --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-unit.json" || failed=1
 
@@ -115,6 +127,18 @@ if [[ $UNIT_ONLY == 0 ]]; then
     state="${RS_KAFKA_STATE_DIR:-$ROOT/.local/kafka}"
     service_logs "$state/broker.log" "$state/registry.log"
   fi
+fi
+
+if [[ -n "$image_pid" ]]; then
+  step "container image tests (podman, host network, the local broker)"
+  if wait "$image_pid"; then
+    tail -n 3 "$IMAGE_LOG"
+    npx vitest run --project image --reporter=default --reporter=json --outputFile.json="$RESULTS/ts-image.json" || failed=1
+  else
+    cat "$IMAGE_LOG"; echo "the container image did not build (log above)" >&2; failed=1
+  fi
+elif [[ $UNIT_ONLY == 0 ]]; then
+  echo "container image tests skipped: RS_SKIP_IMAGE=1"
 fi
 
 if [[ -n "$gym_pid" ]]; then

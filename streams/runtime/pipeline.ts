@@ -231,6 +231,13 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   // A fused process holds the postprocess and pack groups (guard members) before it processes anything.
   let guards: Guards | null = null;
   const runners = plan.map(({ stage, client: name, downstream }) => makeRunner(stage, name, downstream));
+  // Served from before the runners join their groups: /readyz answers 503 until they have partitions and state.
+  const server = await serveMetrics(
+    metrics,
+    { host: config.runtime.metrics_host, port: o.metricsPort ?? config.runtime.metrics_port },
+    () => healthReport(runners.map((r) => r.healthState()), { stages: runners.flatMap((r) => r.stageNames), fused }),
+    () => readinessReport(runners.map((r) => r.healthState())),
+  );
   // A runner that cannot start (after retrying transient errors) must not
   // leave the others running in a process that looks alive: stop them all.
   const started: StageRunner[] = [];
@@ -272,6 +279,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     await Promise.all(started.map((s) => s.stop().catch(() => undefined)));
     await guards?.stop();
     await rowReader.close().catch(() => undefined);
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     throw isModeConflict(e) ? modeRefusal(e, config, fused) : e;
   }
   const gaugeTimer = setInterval(() => {
@@ -295,12 +303,6 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       metrics.openWeightVersion.set({ stage: r.stageName, bound: 'max' }, g.open_weight_version_max);
     }
   }, 1000);
-  const server = await serveMetrics(
-    metrics,
-    { host: config.runtime.metrics_host, port: o.metricsPort ?? config.runtime.metrics_port },
-    () => healthReport(runners.map((r) => r.healthState()), { stages: runners.flatMap((r) => r.stageNames), fused }),
-    () => readinessReport(runners.map((r) => r.healthState())),
-  );
   return {
     fused,
     runners,
