@@ -25,33 +25,48 @@ const optionalId = z.preprocess(
 );
 
 export const accumulateConfigSchema = z.strictObject({
+  /** true: rows of one group may come from different agents (`agent_ref.name`), as in a synchronous whole-batch group; false: such a group is a `mixed_agents` dead letter. Grouping is still by N rows. */
   allow_mixed_agents: strictBool(false),
+  /** A group still missing rows this long after its first row arrived is an `incomplete_group` dead letter (with the rows it has and the indices it misses). */
   group_timeout_ms: nullable(z.number().int().positive(), 1_800_000),
+  /** How long a closed group (emitted or dead-lettered) is remembered, so a replayed identical row is dropped and any other late row is `group_already_closed`. */
   emitted_retention_ms: nullable(z.number().int().positive(), 86_400_000),
   /** Grace after a batch's BatchEnd before its incomplete groups are dead-lettered. */
   batch_end_grace_ms: nullable(z.number().int().nonnegative(), 5_000),
 });
 
 export const effortConfigSchema = z.strictObject({
+  /** Effort shaping (for rows whose last user message contains `low_string`): the weight of the length reward `min(1, low_weight·(1 − len/low_ub))`; 0 or less turns shaping off. */
   low_weight: nullable(z.number(), 0.0),
+  /** Effort shaping: the factor of a negative length reward (the reward becomes r + r·max(lr, 0) + low_penalty·min(lr, 0)). */
   low_penalty: nullable(z.number(), 1.0),
+  /** Effort shaping: the generated length (tokens of the last assistant message) at which the length reward reaches 0. */
   low_ub: nullable(z.number().positive(), 64000),
+  /** Effort shaping: the marker in the last user message that selects low-effort rows; empty turns shaping off. */
   low_string: nullable(z.string(), ''),
 });
 
 export const rewardPenaltiesConfigSchema = z.strictObject({
+  /** Reward 0 when a reasoning item's summary text equals the text of the item after it (the answer repeats the reasoning). */
   penalize_duplicated_reasoning: strictBool(false),
+  /** Reward 0 when the last output item with content has empty text (unless the rollout ends on a function call). */
   penalize_empty_final_answer: strictBool(false),
+  /** Reward 0 when an assistant message contains one of `token_ids.unwanted` (which must then be given). */
   penalize_unwanted_tokens: strictBool(false),
+  /** Reward 0 when thinking tags are malformed: flagged by the generator, unbalanced against the prompt's (needs both think ids), or repeated in the generated text. */
   penalize_malformed_think_tag: strictBool(false),
   token_ids: nullable(
     z.strictObject({
+      /** Token ids an assistant message must not contain (an id or a list). */
       unwanted: idList,
+      /** Token id of the open thinking tag; both or neither (else inferred from `tokenizer_path` when each tag is one token). */
       think_open: optionalId,
+      /** Token id of the close thinking tag. */
       think_close: optionalId,
     }),
     {},
   ),
+  /** The open and close thinking tags, as text, for the malformed-think-tag checks. */
   thinking_tags: nullable(
     z.array(z.string()).min(2, { error: 'thinking_tags needs two entries: [open, close]' }),
     ['<think>', '</think>'],
@@ -70,25 +85,35 @@ const patternList = (defaults: string[]) =>
 export const DEFAULT_INVALID_TOOL_CALL_PATTERNS = ['<tool_call>', '</tool_call>', '<function_call>', '</function_call>'];
 export const DEFAULT_INGEST_THINKING_TAGS = ['<think>', '</think>'];
 
-/** GymResult → RolloutRow conversion (SPEC §2.1). */
+/** The conversion of a raw NeMo-Gym result (GymResult) into a RolloutRow (docs/formats.md "GymResult lines"). */
 export const ingestConfigSchema = z.strictObject({
+  /** Substrings that mark a generated message's text as an invalid tool call (`has_invalid_tool_call`); null or []: `<tool_call>`, `</tool_call>`, `<function_call>`, `</function_call>`. */
   invalid_tool_call_patterns: patternList(DEFAULT_INVALID_TOOL_CALL_PATTERNS),
+  /** The open and close thinking tags whose misuse in generated text sets `has_malformed_thinking`; null or []: `<think>`, `</think>`. */
   thinking_tags: patternList(DEFAULT_INGEST_THINKING_TAGS),
+  /** Integer type of the routed-expert ids a converted row carries. */
   routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
+  /** true: a trainable output item without routed experts makes its row `invalid_row` (for router-replay training). */
   require_routed_experts: strictBool(false),
   /** Local tokenizer.json for prompt_str / generation_str; null: the penalty config's tokenizer_path. */
   tokenizer_path: z.string().nullable().default(null),
 });
 
 export const lengthPenaltyConfigSchema = z.strictObject({
+  /** Length penalty on or off. */
   enabled: strictBool(false),
+  /** Length penalty: reward += coef·λ, with λ = 0.5 − (len − shortest)/(longest − shortest) within the identity group. */
   coef: nullable(z.number(), 1.0),
+  /** Length penalty: rows with a reward above this get λ; the others only its negative part. */
   correct_threshold: nullable(z.number(), 0.0),
 });
 
 export const postprocessConfigSchema = z.strictObject({
+  /** A row whose tokens over all its messages reach this budget is truncated (`truncated: true`, also set by a length stop reason in the result). */
   max_total_tokens_per_sample: nullable(z.number().int().positive(), 65536),
+  /** true: a row whose result (or its instance config) sets `mask_sample` gets `mask_sample: true`; false: the field is left out. */
   mask_env_flagged_samples: strictBool(true),
+  /** Rows per identity group for the length penalty and the reward diagnostics (consecutive rows); null: the group's N. */
   identity_group_size: z.number().int().positive().nullable().default(null),
   effort: nullable(effortConfigSchema, {}),
   /** null or absent: no penalties. */
@@ -97,7 +122,9 @@ export const postprocessConfigSchema = z.strictObject({
 });
 
 export const packConfigSchema = z.strictObject({
+  /** Right-padding values of dense per-row fields whose rows differ in length (`token_ids` pads `prompt_ids_for_adv`). */
   pad_values: nullable(z.record(z.string(), z.number().int()), { token_ids: 0 }),
+  /** true: pack also writes the per-token `invalid_tool_call_mask` and `malformed_thinking_mask` fields. */
   include_message_violation_fields: strictBool(false),
   /** Integer dtype of packed routed experts (reference default int16). */
   routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
@@ -105,7 +132,7 @@ export const packConfigSchema = z.strictObject({
   backend: nullable(z.enum(['typed', 'tfjs']), 'typed'),
   /**
    * Element types of packed tensors on the wire: `trainer` sends the trainer
-   * dtypes of SPEC §5 (the decoder views them in place), `narrow` the smallest
+   * dtypes (the decoder views them in place), `narrow` the smallest
    * type that holds every value (int32 ids, uint8 masks: ~55% fewer bytes, the
    * decoder widens). bench/README.md "python decode" has the trade.
    */
@@ -119,25 +146,42 @@ const saslSchema = z.discriminatedUnion('mechanism', [
 ]);
 
 const tlsSchema = z.strictObject({
+  /** TLS on (a `tls` block with `enabled: false` is plaintext). */
   enabled: z.boolean().default(true),
+  /** PEM file of the CA that signed the brokers' certificates; null: the system's CAs. */
   ca_file: z.string().nullable().default(null),
+  /** Client certificate (PEM) for mutual TLS, with `key_file`. */
   cert_file: z.string().nullable().default(null),
+  /** Client private key (PEM) for mutual TLS. */
   key_file: z.string().nullable().default(null),
+  /** false: accept any broker certificate (testing only). */
   reject_unauthorized: z.boolean().default(true),
 });
 
 export const kafkaConfigSchema = z.strictObject({
+  /** Bootstrap servers (`KAFKA_BROKERS`, comma-separated). */
   brokers: z.array(z.string().min(1)).min(1).default(['127.0.0.1:9092']),
+  /** A Confluent-API schema registry (`SCHEMA_REGISTRY_URL`): a Confluent Schema Registry root or Apicurio's `/apis/ccompat/v7`. */
   schema_registry_url: z.url().default('http://127.0.0.1:8081/apis/ccompat/v7'),
+  /** Prefix of the Kafka client ids (each runner adds its role). */
   client_id: z.string().min(1).default('rollout-stream'),
+  /** SASL (PLAIN, SCRAM-SHA-256/512) with username and password (`KAFKA_SASL_MECHANISM`, `KAFKA_SASL_USERNAME`, `KAFKA_SASL_PASSWORD`); null: none. */
   sasl: saslSchema.nullable().default(null),
+  /** TLS to the brokers: `enabled`, `ca_file`, `cert_file`, `key_file` (mTLS), `reject_unauthorized` (`KAFKA_TLS*`); null: plaintext. */
   tls: tlsSchema.nullable().default(null),
+  /** Basic auth for the registry (`SCHEMA_REGISTRY_USERNAME`, `SCHEMA_REGISTRY_PASSWORD`); null: none. */
   registry_auth: z
-    .strictObject({ username: z.string(), password: z.string() })
+    .strictObject({
+      /** Registry user. */
+      username: z.string(),
+      /** Registry password. */
+      password: z.string(),
+    })
     .nullable()
     .default(null),
   /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
   max_message_bytes: z.number().int().positive().default(67_108_864),
+  /** Producer compression of every stage output (the packed topic can recompress on the broker: `topics.packed_compression`). */
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
   /**
    * The Kafka client library the stage runners use (streams/kafka/):
@@ -159,7 +203,9 @@ export const PACKED_COMPRESSIONS = ['zstd', 'lz4', 'snappy', 'gzip', 'none', 'pr
 
 export const topicsConfigSchema = z
   .strictObject({
+    /** Put in front of every topic name and consumer group (`TOPIC_PREFIX`): one cluster can hold several pipelines. */
     prefix: z.string().default(''),
+    /** Partitions of every pipeline topic (`topics create`): the most processes one stage can spread over. */
     partitions: z.number().int().positive().default(4),
     /**
      * Replicas of every pipeline topic. null: decided by `topics create` from
@@ -199,6 +245,7 @@ export const PIPELINE_STAGES = ['accumulate', 'postprocess', 'pack'] as const;
 export type PipelineStage = (typeof PIPELINE_STAGES)[number];
 
 export const runtimeConfigSchema = z.strictObject({
+  /** The stages this process runs (`run --stages`). */
   stages: z.array(z.enum(PIPELINE_STAGES)).default([...PIPELINE_STAGES]),
   /**
    * Accumulate, postprocess and pack in one transaction per input batch
@@ -207,7 +254,7 @@ export const runtimeConfigSchema = z.strictObject({
    */
   fused: z.union([z.boolean(), z.literal('auto')]).default('auto'),
   /**
-   * What `rollout.group-complete` and `rollout.penalized` carry (SPEC §1, the
+   * What `rollout.group-complete` and `rollout.penalized` carry (the
    * claim-check pattern): `reference` (default) the group's identity, what
    * postprocess computed, and the (partition, offset) of each row in
    * `rollout.row-completed`, whose retention must then outlive the slowest
@@ -215,6 +262,7 @@ export const runtimeConfigSchema = z.strictObject({
    * accept both; change it between runs.
    */
   intermediate_records: z.enum(['reference', 'full']).default('reference'),
+  /** Port of /metrics, /healthz and /readyz (`METRICS_PORT`, `run --metrics-port`); 0: no server. */
   metrics_port: z.number().int().min(0).max(65535).default(9464),
   /**
    * The address /metrics, /healthz and /readyz listen on: 127.0.0.1 (the
@@ -224,7 +272,9 @@ export const runtimeConfigSchema = z.strictObject({
   metrics_host: z.string().min(1).default('127.0.0.1'),
   /** How long SIGTERM/SIGINT wait for the open transactions to finish or abort before `run` exits 1 (keep below the orchestrator's grace period: 30 s on Kubernetes). */
   shutdown_timeout_ms: z.number().int().positive().default(20_000),
+  /** Most bytes a stage has fetched and not yet committed (its memory bound for input). */
   max_inflight_bytes: z.number().int().positive().default(256 * 1024 * 1024),
+  /** Kafka `transaction.timeout.ms` of the stages' producers: how long the broker waits before aborting a transaction whose producer died. */
   transaction_timeout_ms: z.number().int().positive().default(60_000),
   /** Consumer-group session timeout: how long a crashed instance holds its partitions. */
   session_timeout_ms: z.number().int().min(6_000).default(30_000),
@@ -241,8 +291,11 @@ export const runtimeConfigSchema = z.strictObject({
    */
   poison: nullable(
     z.strictObject({
+      /** `stop`: pause the partition and answer /healthz 503 `stopped_by_policy`; `dead-letter`: write a `processing_error` dead letter and go on. */
       policy: z.enum(['dead-letter', 'stop']).default('stop'),
+      /** Failures of the same record before the policy acts (also the restore attempts before `restore_failed`). */
       attempts: z.number().int().min(1).max(100).default(3),
+      /** Wait before the second attempt, doubling after each failure. */
       backoff_ms: z.number().int().min(0).max(600_000).default(1_000),
     }),
     {},
