@@ -20,11 +20,10 @@
 # machine's hard limits (podman's defaults can exceed a sandbox's).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
 log() { printf '[image] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-VERSION="$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json | head -n1)"
+VERSION="$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$ROOT/package.json" | head -n1)"
 [[ -n "$VERSION" ]] || die "no version in package.json"
 IMAGE="localhost/rollout-stream:$VERSION"
 SUITE=bookworm
@@ -70,7 +69,7 @@ pm() { podman "$@"; }
 # localhost/rollout-stream-base:<suite>-node<v>: debootstrap + pinned Node.
 local_base() {
   local node_dir node_v tag rootfs
-  node_dir="$(RS_NODE=pinned scripts/node-env.sh --print)"
+  node_dir="$(RS_NODE=pinned "$ROOT/scripts/node-env.sh" --print)"
   node_dir="$(cd "$node_dir/.." && pwd)"
   node_v="$("$node_dir/bin/node" --version)"
   tag="localhost/rollout-stream-base:$SUITE-node${node_v#v}"
@@ -99,6 +98,7 @@ local_base() {
 }
 
 build() {
+  cd "$ROOT"
   local tags=() base="" t0
   while [[ $# -gt 0 ]]; do
     case "$1" in
