@@ -45,6 +45,9 @@ export class RuntimeMetrics {
     labelNames: ['stage', 'bound'],
     registers: [this.registry],
   });
+  readonly oldestOpenGroup = new Gauge({ name: `${P}oldest_open_group_seconds`, help: 'Age of the oldest group accumulate holds open (0 when none is open)', registers: [this.registry] });
+  readonly runnerHealthy = new Gauge({ name: `${P}runner_healthy`, help: '1 while the runner is healthy (what /healthz reports), else 0', labelNames: ['runner'], registers: [this.registry] });
+  readonly runnerReady = new Gauge({ name: `${P}runner_ready`, help: '1 while the runner has its partitions and their state (what /readyz reports), else 0', labelNames: ['runner'], registers: [this.registry] });
   readonly openBatches = new Gauge({ name: `${P}open_batches`, help: 'Batches the batch-metrics aggregator holds open (waiting for their groups and partitions)', registers: [this.registry] });
 }
 

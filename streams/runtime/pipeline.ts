@@ -19,7 +19,7 @@ import { RowResolver } from '../codecs/row-resolver.js';
 import { createRegistry, type SchemaRegistryClient } from '../codecs/schema-registry.js';
 import { RuntimeMetrics, serveMetrics } from './metrics.js';
 import { withFaults, type Fault } from './faults.js';
-import { healthReport, readinessReport } from './health.js';
+import { healthReport, readinessReport, UNHEALTHY_STATES } from './health.js';
 import type { Stage, StageName } from '../api/stage.js';
 import { StageRunner, type Logger } from './stage-runner.js';
 import { buildStages } from '../stages/registry.js';
@@ -292,6 +292,14 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     }
     metrics.openGroups.set(open);
     metrics.openBatches.set(batches);
+    let oldest = Infinity;
+    for (const r of runners) oldest = Math.min(oldest, r.gauges().open_group_opened_at_min ?? Infinity);
+    metrics.oldestOpenGroup.set(oldest === Infinity ? 0 : Math.max(0, (Date.now() - oldest) / 1000));
+    for (const r of runners) {
+      const h = r.healthState();
+      metrics.runnerHealthy.set({ runner: h.runner }, UNHEALTHY_STATES.has(h.state) ? 0 : 1);
+      metrics.runnerReady.set({ runner: h.runner }, h.state === 'running' ? 1 : 0);
+    }
     for (const r of runners) {
       const g = r.gauges();
       if (g.open_weight_version_min === undefined || g.open_weight_version_max === undefined) {

@@ -248,17 +248,23 @@ class AccumulateProcessor implements PartitionProcessor {
     }
   }
 
-  /** Open groups, and the oldest and newest weight version among their rows (the spread the trainer will see). */
+  /** Open groups, the oldest and newest weight version among their rows (the spread the trainer will see), and when the oldest open group opened. */
   gauges(): Record<string, number> {
     let lo = Infinity;
     let hi = -Infinity;
+    let oldest = Infinity;
     for (const g of this.state.pending.values()) {
+      if (g.opened_at < oldest) oldest = g.opened_at;
       for (const r of g.rows.values()) {
         if (r.row.weight_version < lo) lo = r.row.weight_version;
         if (r.row.weight_version > hi) hi = r.row.weight_version;
       }
     }
-    return { open_groups: this.state.pending.size, ...(lo <= hi ? { open_weight_version_min: lo, open_weight_version_max: hi } : {}) };
+    return {
+      open_groups: this.state.pending.size,
+      ...(lo <= hi ? { open_weight_version_min: lo, open_weight_version_max: hi } : {}),
+      ...(oldest < Infinity ? { open_group_opened_at_min: oldest } : {}),
+    };
   }
 
   private sourceFor(payload: Uint8Array): SourceRecord {
