@@ -179,6 +179,13 @@ export const kafkaConfigSchema = z.strictObject({
     })
     .nullable()
     .default(null),
+  /**
+   * false: read-only registry use, for clients without write rights on it:
+   * every schema's id is looked up under its subject and never registered
+   * (register them once with `topics create` by a client that may); a schema
+   * the registry does not hold stops start-up naming the subject.
+   */
+  register_schemas: z.boolean().default(true),
   /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
   max_message_bytes: z.number().int().positive().default(67_108_864),
   /** Producer compression of every stage output (the packed topic can recompress on the broker: `topics.packed_compression`). */

@@ -36,6 +36,11 @@ export interface RegistryOptions {
   waitOnLookup?: boolean;
   /** Where the waits are reported (rate-limited); default: a warn line on stderr. */
   log?: (message: string) => void;
+  /**
+   * false: never register; look each schema's id up under its subject (for
+   * clients without write rights on the registry). Default true.
+   */
+  register?: boolean;
 }
 
 /** How often a lookup that keeps waiting says so again. */
@@ -70,6 +75,7 @@ export class SchemaRegistryClient {
   private readonly registerWaitMs: number;
   private readonly waitOnLookup: boolean;
   private readonly log: (message: string) => void;
+  private readonly registers: boolean;
   /** When each waiting schema id last said so (rate-limiting the log line). */
   private readonly waitReported = new Map<number, number>();
   /** When a request last found the registry unreachable (or failing on its side). */
@@ -87,6 +93,7 @@ export class SchemaRegistryClient {
     this.registerAttempts = options.registerAttempts ?? DEFAULT_REGISTER_ATTEMPTS;
     this.registerWaitMs = options.registerWaitMs ?? 0;
     this.waitOnLookup = options.waitOnLookup ?? false;
+    this.registers = options.register ?? true;
     this.log = options.log ?? ((m) => void process.stderr.write(`${new Date().toISOString()} warn ${m}\n`));
     this.client = new SchemaRegistry({
       host: this.url,
@@ -111,10 +118,9 @@ export class SchemaRegistryClient {
     for (let attempt = 1; ; attempt++) {
       try {
         // Registering the same schema again is idempotent, so a timed-out attempt is safe to repeat.
-        const { id } = await this.client.register(
-          { type: SchemaType.AVRO, schema: text },
-          { subject, compatibility: 'BACKWARD' as never },
-        );
+        const id = this.registers
+          ? (await this.client.register({ type: SchemaType.AVRO, schema: text }, { subject, compatibility: 'BACKWARD' as never })).id
+          : await this.lookUp(subject, text);
         this.schemasById.set(id, schema);
         this.idsBySubjectSchema.set(key, id);
         return id;
@@ -136,6 +142,23 @@ export class SchemaRegistryClient {
           retriable: transient,
         });
       }
+    }
+  }
+
+  /** Read-only mode: the id `subject` already holds `text` under; a clear error when it holds none. */
+  private async lookUp(subject: string, text: string): Promise<number> {
+    try {
+      return await this.client.getRegistryIdBySchema(subject, { type: SchemaType.AVRO, schema: text });
+    } catch (cause) {
+      const status = (cause as { status?: number }).status;
+      if (status === 404 || /not found/i.test((cause as Error).message)) {
+        throw new RegistryError(
+          `kafka.register_schemas is false and ${subject} at ${this.url} does not hold this schema (${(cause as Error).message}); ` +
+            'register it once with a client that may (./rollout-stream topics create), or set kafka.register_schemas: true',
+          { cause, retriable: false },
+        );
+      }
+      throw cause;
     }
   }
 
@@ -257,6 +280,7 @@ export function createRegistry(config: KafkaConfig, options: Pick<RegistryOption
   return new SchemaRegistryClient({
     url: config.schema_registry_url,
     auth: config.registry_auth,
+    register: config.register_schemas,
     ...(agent ? { agent } : {}),
     ...options,
   });
