@@ -17,6 +17,14 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { ve
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const docs = (f: string): any[] => parseAllDocuments(readFileSync(join(ROOT, 'deploy', 'kubernetes', f), 'utf8')).map((d) => d.toJSON());
 
+describe('deploy/profiles', () => {
+  test.each(['confluent-cloud', 'msk', 'strimzi'])('%s.yaml is a valid config with TLS and three replicas', (name) => {
+    const { config } = loadConfig({ file: join(ROOT, 'deploy', 'profiles', `${name}.yaml`), env: {} });
+    expect(config.kafka.tls?.enabled).toBe(true);
+    expect([config.topics.replication_factor, config.topics.min_insync_replicas]).toEqual([3, 2]);
+  });
+});
+
 describe('deploy/kubernetes', () => {
   test('strimzi/*.yaml is what tools/strimzi.ts generates (npx tsx tools/strimzi.ts --write), one KafkaTopic per topic', () => {
     expect(readFileSync(join(STRIMZI_DIR, 'topics.yaml'), 'utf8')).toBe(topicsYaml());
