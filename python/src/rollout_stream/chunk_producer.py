@@ -169,6 +169,7 @@ class ChunkProducer:
         chunks = split_into_chunks(bytes(value), self.budget(key, headers), os.urandom(16))
         p = self._client()
         failed: list[str] = []
+        ts = int(time.time() * 1000)  # every chunk carries the record's one timestamp (time lookups land on chunk 0)
 
         def on_delivery(err: Any, _msg: Any) -> None:
             if err is not None:
@@ -177,7 +178,7 @@ class ChunkProducer:
         try:
             p.begin_transaction()
             for i, chunk in enumerate(chunks):
-                self._produce(p, key, chunk, partition, headers, on_delivery)
+                self._produce(p, key, chunk, partition, headers, ts, on_delivery)
                 if self._crash_at == i:
                     p.flush(self.timeout)  # the chunks so far are on the broker, in the open transaction
                     crash_now(f"{self._crash_name}:{i}")
@@ -196,11 +197,12 @@ class ChunkProducer:
         self.chunks += len(chunks)
         return len(chunks)
 
-    def _produce(self, p: Any, key: bytes | None, chunk: bytes, partition: int, headers: Any, on_delivery: Any) -> None:
+    def _produce(self, p: Any, key: bytes | None, chunk: bytes, partition: int, headers: Any, ts: int, on_delivery: Any) -> None:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                p.produce(self.topic, value=chunk, key=key, partition=partition, headers=headers, on_delivery=on_delivery)
+                p.produce(self.topic, value=chunk, key=key, partition=partition, headers=headers, timestamp=ts,
+                          on_delivery=on_delivery)
                 p.poll(0)
                 return
             except BufferError:
