@@ -87,3 +87,33 @@ def test_a_consumer_sigkilled_mid_set_hands_each_group_to_put_samples_exactly_on
     # Committed past the last chunk (offsets also hold the transaction markers).
     done = json.loads(second.stdout.strip().splitlines()[-1])["done"]
     assert done[f"{topic}[0]"] >= 1 + sum(counts), done
+
+
+def test_replay_and_inspect_reassemble_chunk_sets_and_a_range_starting_inside_one_leaves_it_out(kafka_env, mib_topic):
+    from rollout_stream.cli import main
+    from rollout_stream.replay_reader import ReplayStats, replay_records
+
+    topic, schema_id = mib_topic
+    schema = load_packed_schema()
+    bigs = [clean(routed_group(f"g-big-{i}", lengths=(3000, 4000), layers=16, topk=8)) for i in range(2)]
+    values = {r["group_id"]: encode_packed_value(r, schema_id, schema) for r in bigs}
+    writer = chunk_writer(kafka_env.brokers, topic)
+    counts = [writer.send(r["group_id"].encode(), values[r["group_id"]], 0) for r in bigs]
+    deser = PackedDeserializer(StaticResolver({schema_id: schema}), jagged="numpy")
+    want = {g: field_hash(dict(deser.decode(v).fields)) for g, v in values.items()}
+
+    got = list(replay_records(topic, kafka_env.brokers, kafka_env.registry_url, jagged="numpy"))
+    assert [(g.group.group_id, g.offset) for g in got] == [("g-big-0", 0), ("g-big-1", counts[0] + 1)]  # +1: the commit marker
+    assert all(field_hash(dict(g.group.fields)) == want[g.group.group_id] for g in got)
+
+    st = ReplayStats()
+    late = list(replay_records(topic, kafka_env.brokers, kafka_env.registry_url, jagged="numpy", offsets={0: 1}, stats=st))
+    assert [g.group.group_id for g in late] == ["g-big-1"] and st.skipped_incomplete == 1
+
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["inspect", "--topic", topic, "--group", "g-big-1", "--brokers", kafka_env.brokers,
+                   "--registry", kafka_env.registry_url, "--json", "--jagged", "numpy"])
+    assert rc == 0 and json.loads(out.getvalue())["packed"]["group_id"] == "g-big-1"
