@@ -37,6 +37,7 @@ class Assignment:
         self.epochs: dict[TopicPartitionKey, int] = {}
         self.last_known: dict[TopicPartitionKey, int] = {}  # revoked partitions: where this consumer left them
         self.uncommitted: dict[TopicPartitionKey, int] = {}  # done, not yet committed (after_put)
+        self.reset_starts: set[TopicPartitionKey] = set()  # started at a watermark, not at a resume offset
         self._next_epoch = 1
 
     def wanted(self, keys: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
@@ -54,12 +55,16 @@ class Assignment:
         committed: Mapping[TopicPartitionKey, int],
         reset: Callable[[TopicPartitionKey], int],
     ) -> int:
+        self.reset_starts.discard(key)
         if key in wanted:
             return wanted[key]
         if key in self.first_use:
             return self.first_use.pop(key)
         known = [o for o in (committed.get(key), self.last_known.get(key)) if o is not None]
-        return max(known) if known else reset(key)
+        if known:
+            return max(known)
+        self.reset_starts.add(key)
+        return reset(key)
 
     def assign(self, key: TopicPartitionKey, offset: int) -> None:
         self.positions[key] = offset
@@ -88,7 +93,9 @@ class Assignment:
         """Moves the position past a current ``item`` (records it for the next commit if asked)."""
         if not self.is_current(item):
             return
-        key, nxt = (item.topic, item.partition), item.offset + 1
+        key = (item.topic, item.partition)
+        nxt = getattr(item, "next", None)
+        nxt = item.offset + 1 if nxt is None else nxt  # a chunk set's next is past its last chunk
         if nxt > self.positions[key]:
             self.positions[key] = nxt
             if track_commit:

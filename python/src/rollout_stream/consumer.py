@@ -20,6 +20,8 @@ consumer group committed (SPEC §6.1). Commit modes:
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, Union
 
@@ -30,6 +32,8 @@ from . import kafka_env
 from .deserializer import PackedDeserializer
 from .errors import BrokerUnavailableError, KafkaOperationError, OffsetLookupError, RolloutStreamError
 from .assignment import Assignment
+from .chunk_stream import ChunkedPartitions, SkipSet, record_error
+from .chunks import DEFAULT_MAX_VALUE_BYTES
 from .membership import INSTANCE_ID_KEY, resolve_instance_id
 from .offset_lookup import DEFAULT_LOOKUP_TIMEOUT, LookupFailure, LookupResult, OffsetLookup
 from .positions import Position, TopicPartitionKey, from_offsets, to_offsets
@@ -56,9 +60,16 @@ class Delivery:
     """A decoded group and the Kafka message it came from (for committing)."""
 
     group: PackedGroup
-    message: Message
+    message: Message  # a chunked record's first chunk
     epoch: int = 0
     weight_lag: int | None = None  # set by feed when it knows the current weight version
+    next_offset: int | None = None  # None: offset + 1
+    value: Any = None  # a chunked record's reassembled buffer, which the group's tensors view
+
+    @property
+    def next(self) -> int:
+        """The offset to commit after this group (past a chunk set's last chunk)."""
+        return self.offset + 1 if self.next_offset is None else self.next_offset
 
     @property
     def topic(self) -> str:
@@ -121,7 +132,19 @@ class PackedConsumer:
             raises and stays unconsumed. ``"dead-letter"``: it is written to
             ``dead_letter_topic`` (reason ``undecodable``) and skipped.
             A registry outage is never dead-lettered (it is retriable).
+            A chunk set that cannot be handed on whole (``incomplete_record``:
+            retention took its head, a chunk does not continue the set, its CRC
+            or length is wrong) follows the same rule: raised as
+            :class:`~rollout_stream.chunks.IncompleteRecordError` or written as
+            an ``incomplete_record`` dead letter with its coordinates.
         dead_letter_topic: Required with ``on_undecodable="dead-letter"``.
+        verify_chunk_crc: Check each reassembled chunk set's whole-value CRC-32
+            (about 75 ms per 100 MB, in the polling thread). Off by default:
+            librdkafka already checks every fetched batch's CRC-32C
+            (``check.crcs``), and the set's structure (ids, indices, offsets,
+            total size) is always checked.
+        max_value_bytes: The largest chunked value accepted (default 4 GiB); a
+            set declaring more is undecodable before anything is allocated.
         instance_id: The ``group.instance.id`` (static membership: a rank
             restarted with the same id gets its partitions back at once, see
             :mod:`rollout_stream.membership`). ``None`` (default): from
@@ -166,6 +189,8 @@ class PackedConsumer:
         dead_letter_topic: str | None = None,
         instance_id: str | bool | None = None,
         offset_lookup_timeout: float | None = None,
+        verify_chunk_crc: bool = False,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         extra = dict(config or {})
         brokers, registry_url = kafka_env.brokers(brokers), kafka_env.registry_url(registry_url)
@@ -193,6 +218,8 @@ class PackedConsumer:
             "fetch.max.bytes": MAX_MESSAGE_BYTES,
             "max.partition.fetch.bytes": MAX_MESSAGE_BYTES,
             "receive.message.max.bytes": MAX_MESSAGE_BYTES + 1024 * 1024,
+            # Chunk sets are checked for structure, not by default for their whole-value CRC: the batch CRC is.
+            "check.crcs": True,
             "error_cb": self._on_error,
             **extra,
             **_FIXED,
@@ -210,6 +237,11 @@ class PackedConsumer:
         self._dead_letters: Any = None
         self.dead_letter_topic = dead_letter_topic
         self._producer_config = {k: v for k, v in extra.items() if k.startswith(("security.", "sasl.", "ssl."))}
+        self.verify_chunk_crc = verify_chunk_crc
+        self._chunks = ChunkedPartitions(self._log_start, verify_crc=verify_chunk_crc, max_value_bytes=max_value_bytes)
+        self._ready: deque[Record] = deque()  # reassembled, not yet returned by poll_record
+        self.skip_set: SkipSet | None = None
+        """``feed`` sets it: ``skip_set(record of a chunk set's first chunk)`` true drops the set unbuffered."""
         if self.instance_id is not None:
             conf[INSTANCE_ID_KEY] = self.instance_id
             log.info("joining %s as static member %s (from %s)", group_id, self.instance_id, instance_id_from)
@@ -267,6 +299,11 @@ class PackedConsumer:
             if key in found.offsets:
                 tp.offset = found.offsets[key]
                 self._assignment.assign(key, tp.offset)
+                # A committed, saved or last-known offset is a resume offset: chunks of sets begun before it
+                # were handed on. So is the end (latest); the log start (earliest) is not: retention may have
+                # cut a set there.
+                trusted = key not in self._assignment.reset_starts or self._reset_latest
+                self._chunks.start(key, tp.offset, trusted)
                 started.append(tp)
         if found.failed:
             self._unstarted.update(found.failed)
@@ -294,7 +331,14 @@ class PackedConsumer:
             cause=self._unstarted[parts[0]].cause,
         )
 
+    def _forget(self, keys: Sequence[TopicPartitionKey]) -> None:
+        for key in keys:
+            self._chunks.drop(key)
+        gone = set(keys)
+        self._ready = deque(r for r in self._ready if (r.topic, r.partition) not in gone)
+
     def _hand_back(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._forget([(tp.topic, tp.partition) for tp in partitions])
         given = [tp for tp in partitions if self._unstarted.pop((tp.topic, tp.partition), None) is None]
         if self._cooperative:
             consumer.incremental_unassign(given)  # librdkafka refuses partitions it was never given
@@ -356,23 +400,37 @@ class PackedConsumer:
         """
         if self._unstarted:
             raise self._lookup_error()
-        msg = self._consumer.poll(timeout)
-        if self._unstarted:
-            raise self._lookup_error()
-        if msg is None:
-            return None
-        err = msg.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
+        deadline = time.monotonic() + timeout
+        while True:
+            while self._ready:
+                rec = self._ready.popleft()
+                if self._assignment.is_current(rec):
+                    return rec
+            msg = self._consumer.poll(max(0.0, deadline - time.monotonic()))
+            if self._unstarted:
+                raise self._lookup_error()
+            if msg is None:
                 return None
-            if err.fatal() or err.code() == KafkaError._FATAL:  # _FATAL: e.g. fenced by a static member with our id
-                raise KafkaOperationError(f"fatal consumer error: {err}", cause=KafkaException(err))
-            log.warning("kafka consumer: %s", err)
-            return None
-        epoch = self._assignment.epoch((msg.topic(), msg.partition()))
-        if epoch is None:  # fetched before its partition was revoked
-            return None
-        return Record.of(msg, epoch)
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return None
+                if err.fatal() or err.code() == KafkaError._FATAL:  # _FATAL: e.g. fenced by a static member with our id
+                    raise KafkaOperationError(f"fatal consumer error: {err}", cause=KafkaException(err))
+                log.warning("kafka consumer: %s", err)
+                return None
+            epoch = self._assignment.epoch((msg.topic(), msg.partition()))
+            if epoch is None:  # fetched before its partition was revoked
+                return None
+            # A chunk set comes out as one record once its last chunk is here: keep fetching while chunks
+            # keep coming (past the timeout too); None only when nothing more came within it.
+            self._ready.extend(self._chunks.push(msg, epoch, self.skip_set))
+
+    def _log_start(self, topic: str, partition: int) -> int:
+        try:
+            return int(self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10.0, cached=False)[0])
+        except KafkaException as e:
+            raise KafkaOperationError(f"could not read the log start of {topic}[{partition}]: {e.args[0]}", cause=e) from e
 
     def decode(self, record: Record, *, defer_done: bool = False) -> Delivery | None:
         """Decodes a record; ``None`` when it was undecodable and dead-lettered.
@@ -388,7 +446,13 @@ class PackedConsumer:
         """
         msg = record.message
         try:
-            group = self.deserializer.decode(msg.value())
+            bad = record_error(record)
+            if bad is not None:
+                raise bad
+            if record.stale_skipped:
+                raise ValueError("PackedConsumer.decode: a record skipped from its headers has no value to decode")
+            value = record.value
+            group = self.deserializer.decode(value)
         except RolloutStreamError as e:
             e.details.update(topic=msg.topic(), partition=msg.partition(), offset=msg.offset())
             e.args = (f"{e.args[0]} (at {msg.topic()}[{msg.partition()}]@{msg.offset()})",)
@@ -404,7 +468,7 @@ class PackedConsumer:
                 return None
             self._seek(msg.topic(), msg.partition(), msg.offset())
             raise
-        return Delivery(group, msg, record.epoch)
+        return Delivery(group, msg, record.epoch, next_offset=record.next_offset, value=record.whole)
 
     def poll(self, timeout: float = 1.0) -> Delivery | None:
         """The next decoded group, or ``None`` when none arrived within ``timeout``.
@@ -479,7 +543,7 @@ class PackedConsumer:
             offsets = {}
             for d in items:
                 key = (d.topic, d.partition)
-                offsets[key] = max(offsets.get(key, -1), d.offset + 1)
+                offsets[key] = max(offsets.get(key, -1), d.next)
                 self._assignment.advance(d, track_commit=False)  # committed past it: done
         self._commit_offsets(offsets)
 
@@ -509,6 +573,10 @@ class PackedConsumer:
             self._seek(t, p, o)
 
     def _seek(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        self._forget([key])
+        if self._assignment.held(key):
+            self._chunks.start(key, offset, trusted=True)  # a record's own (first) offset
         try:
             self._consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as e:  # partition revoked meanwhile: the next owner re-reads it anyway

@@ -8,6 +8,11 @@ a record is written to ``T`` in the pipeline's own ``DeadLetter`` format
 original key and value bytes with their coordinates, so the usual
 dead-letter tools can show and re-drive it. The write is synchronous; only
 after the broker took it does the consumer move past the record.
+
+A chunk set that cannot be handed on whole is reason ``incomplete_record``,
+with its first chunk's coordinates and no value. A dead letter larger than
+the topic's limit (an undecodable chunked record carries its whole value)
+is written as a chunk set, in one transaction, like the publisher's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .framing import frame
 from .record_meta import BATCH_ID_HEADER, WEIGHT_VERSION_HEADER, Record
 
 REASON = "undecodable"
+INCOMPLETE_REASON = "incomplete_record"
 STAGE = "trainer"
 
 # The shipped copy of schemas/dead-letter.avsc (rollout_stream.schema_files).
@@ -30,10 +36,15 @@ DEAD_LETTER_SCHEMA: dict[str, Any] = schema_files.schema_json("dead-letter.avsc"
 
 
 def dead_letter_for(record: Record, error: RolloutStreamError, now_ms: int | None = None) -> dict[str, Any]:
-    """The ``DeadLetter`` record for an undecodable packed record (the TypeScript ``undecodableRecord``)."""
+    """The ``DeadLetter`` record for an undecodable packed record (the TypeScript ``undecodableRecord``).
+
+    An incomplete chunk set (``error.code == "incomplete_record"``) has no value to keep.
+    """
     msg = record.message
+    incomplete = error.code == INCOMPLETE_REASON
+    value = None if incomplete else record.value
     return {
-        "reason": REASON,
+        "reason": INCOMPLETE_REASON if incomplete else REASON,
         "message": f"[{error.code}] {error.args[0] if error.args else error}",
         "stage": STAGE,
         "group_id": record.key,
@@ -41,7 +52,8 @@ def dead_letter_for(record: Record, error: RolloutStreamError, now_ms: int | Non
         "row_indices": [],
         "missing_row_indices": [],
         "records": [
-            {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": msg.key(), "value": msg.value()}
+            {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": msg.key(),
+             "value": None if value is None else bytes(value)}
         ],
         "produced_at": int(time.time() * 1000) if now_ms is None else now_ms,
     }
@@ -66,6 +78,9 @@ class DeadLetterWriter:
 
         self.topic = topic
         self.timeout = timeout
+        self.brokers = kafka_env.brokers(brokers)
+        self._config = dict(config or {})
+        self._chunks: Any = None
         self._registry = registry_client
         self._schema_id: int | None = None
         self._parsed = fastavro.parse_schema(DEAD_LETTER_SCHEMA)
@@ -100,11 +115,16 @@ class DeadLetterWriter:
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, self._parsed, dead_letter_for(record, error))
         headers = [(n, v) for n, v in (record.message.headers() or []) if n in (WEIGHT_VERSION_HEADER, BATCH_ID_HEADER)]
+        value = frame(self._id(), buf.getvalue())
+        chunks = self._chunk_producer()
+        if len(value) > chunks.budget(record.message.key(), headers):
+            chunks.send(record.message.key(), value, self._partition_of(record.message.key()), headers)
+            return
         failed: list[Any] = []
         self._producer.produce(
             self.topic,
             key=record.message.key(),
-            value=frame(self._id(), buf.getvalue()),
+            value=value,
             headers=headers,
             on_delivery=lambda err, _msg: failed.append(err) if err is not None else None,
         )
@@ -116,5 +136,30 @@ class DeadLetterWriter:
                 topic=self.topic,
             )
 
+    def _chunk_producer(self) -> Any:
+        if self._chunks is None:
+            from .chunk_producer import ChunkProducer, topic_record_limit
+
+            limit = topic_record_limit(self.brokers, self.topic, self._config, timeout=self.timeout)
+            own = {"batch.size", "message.max.bytes", "transactional.id", "linger.ms", "enable.idempotence", "acks"}
+            self._chunks = ChunkProducer(self.topic, self.brokers, limit, config={k: v for k, v in self._config.items() if k not in own},
+                                         timeout=self.timeout, crash_name="dead-letter.mid-set")
+        return self._chunks
+
+    def _partition_of(self, key: bytes | None) -> int:
+        """Where a chunked dead letter goes: where the key maps (the Java client's murmur2), a random one without a key."""
+        import random
+
+        from .partitioner import partition_for_key
+
+        md = self._producer.list_topics(self.topic, timeout=self.timeout)
+        t = md.topics.get(self.topic)
+        if t is None or t.error is not None or not t.partitions:
+            raise KafkaOperationError(f"dead-letter topic {self.topic} is not usable ({t.error if t else 'missing'})", topic=self.topic)
+        n = len(t.partitions)
+        return random.randrange(n) if key is None else partition_for_key(key, n)
+
     def close(self) -> None:
         self._producer.flush(self.timeout)
+        if self._chunks is not None:
+            self._chunks.close()

@@ -66,6 +66,12 @@ class KafkaOperationError(RolloutStreamError):
     code = "kafka"
 
 
+class RecordTooLargeError(KafkaOperationError):
+    """A value above the ceiling (``max_value_bytes``, 4 GiB): not even a chunk set carries it."""
+
+    code = "record_too_large"
+
+
 class OffsetLookupError(RolloutStreamError):
     """Newly assigned partitions whose start offset could not be established; they are not being read.
 

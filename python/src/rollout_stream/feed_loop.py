@@ -121,11 +121,16 @@ def feed(
     skipped: list[Any] = []  # stale / dead-lettered records waiting for the pending ones
     last_seen = time.monotonic()
 
+    def stale_from_headers(rec: Any) -> bool:
+        # Asked on a chunk set's first chunk: a stale set is dropped there, never buffered.
+        return rec.weight_version is not None and staleness.stale(staleness.current() - rec.weight_version)
+
     def note_done(items: list[Any]) -> None:
         for it in items:
             if consumer.is_current(it):
                 key = (it.topic, it.partition)
-                stats.done[key] = max(stats.done.get(key, 0), it.offset + 1)
+                nxt = getattr(it, "next", None)
+                stats.done[key] = max(stats.done.get(key, 0), it.offset + 1 if nxt is None else nxt)
                 if after_put:
                     stats.committed[key] = stats.done[key]
 
@@ -171,6 +176,9 @@ def feed(
         if not pending:
             finish_skipped()
 
+    had_skip_set = hasattr(consumer, "skip_set")
+    if had_skip_set and staleness.active and max_weight_lag is not None:
+        consumer.skip_set = stale_from_headers
     try:
         while stop_after is None or stats.groups + len(pending) < stop_after:
             rec = consumer.poll_record(poll_timeout)
@@ -185,6 +193,10 @@ def feed(
                 continue
             last_seen = time.monotonic()
             cur = staleness.current() if staleness.active else 0
+            if getattr(rec, "stale_skipped", False) and rec.weight_version is not None:
+                # Judged stale on its first chunk (weight versions only grow: it still is).
+                skip(rec, rec.weight_version, cur - rec.weight_version, rec.batch_id, rec.key, decoded=False)
+                continue
             if staleness.active and rec.weight_version is not None and staleness.stale(cur - rec.weight_version):
                 skip(rec, rec.weight_version, cur - rec.weight_version, rec.batch_id, rec.key, decoded=False)
                 continue
@@ -213,4 +225,7 @@ def feed(
     except BaseException:
         consumer.rewind(pending + skipped)
         raise
+    finally:
+        if had_skip_set:
+            consumer.skip_set = None
     return stats

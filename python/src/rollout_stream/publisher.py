@@ -11,6 +11,12 @@ writes the batch's ``BatchEnd`` to every partition once its rows are
 acknowledged. A record the broker did not take raises
 :class:`~rollout_stream.errors.DeliveryError` from the next ``flush``,
 ``end_batch`` or ``close``; it is never dropped silently.
+
+A record larger than the topic's limit (its ``max.message.bytes``, read once
+at start-up) is sent as a chunk set by a second, transactional producer
+(:mod:`rollout_stream.chunk_producer`), in one transaction that commits before
+``publish_row`` returns, to the partition the record's key maps to; readers
+reassemble it. Only a value above ``max_value_bytes`` (4 GiB) is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from .errors import (
     RegistryUnavailableError,
     SchemaRegistrationError,
 )
+from .chunk_producer import ChunkProducer, topic_record_limit
+from .chunks import DEFAULT_MAX_VALUE_BYTES
 from .partitioner import partition_for_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,6 +51,8 @@ DEFAULT_BROKERS = kafka_env.DEFAULT_BROKERS
 # The broker's and the TypeScript side's record limit (config kafka.max_message_bytes).
 MAX_MESSAGE_BYTES = 67_108_864
 _FIXED = {"enable.idempotence": True, "acks": "all"}
+# Settings the chunk producer decides itself (one chunk per batch), whatever producer_config says.
+_CHUNK_OWN = {"batch.size", "message.max.bytes", "transactional.id", "linger.ms", "batch.num.messages"}
 
 
 def producer_settings(brokers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -93,6 +103,8 @@ class PublisherStats:
         bytes: Value bytes produced (framed Avro).
         delivered / failed: Delivery reports received so far.
         per_partition: Records produced per partition.
+        chunk_sets, chunks: Records above the topic's limit sent as chunk sets
+            (each counted once in ``records``), and their chunks.
     """
 
     records: int = 0
@@ -103,6 +115,8 @@ class PublisherStats:
     delivered: int = 0
     failed: int = 0
     per_partition: dict[int, int] = field(default_factory=dict)
+    chunk_sets: int = 0
+    chunks: int = 0
 
 
 class RolloutPublisher:
@@ -124,6 +138,17 @@ class RolloutPublisher:
         flush_timeout: Default seconds ``flush``/``end_batch``/``close`` wait for acknowledgements.
         producer: For unit tests only: an object with confluent-kafka
             ``Producer``'s ``produce``, ``poll``, ``flush`` and ``list_topics``.
+        transactional_id: The ``transactional.id`` of the chunk producer (used
+            only for records above the topic's limit); default
+            ``rollout-stream.publisher.<uuid4>``. A publisher restarted with
+            the same id aborts a chunk set its predecessor left open at once,
+            instead of after the broker's transaction timeout. The principal
+            needs WRITE on it.
+        max_message_bytes: The record limit used when the topic's
+            ``max.message.bytes`` cannot be read (default 64 MiB); with
+            ``producer`` given it is the limit, undiscovered.
+        max_value_bytes: The ceiling: a larger record is refused (default 4 GiB).
+        chunk_producer: For unit tests only: stands in for the :class:`ChunkProducer`.
 
     Raises:
         BrokerUnavailableError: No broker answered within ``connect_timeout``.
@@ -150,6 +175,10 @@ class RolloutPublisher:
         connect_timeout: float = 10.0,
         flush_timeout: float = 60.0,
         producer: Any = None,
+        transactional_id: str | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        chunk_producer: Any = None,
     ) -> None:
         self.topic = kafka_env.topic(topic, topic_prefix)
         self.brokers = kafka_env.brokers(brokers)
@@ -166,6 +195,14 @@ class RolloutPublisher:
         self.client_config = {k: v for k, v in (producer_config or {}).items() if k.startswith(("security.", "sasl.", "ssl."))}
         self._producer = producer if producer is not None else self._make_producer(producer_config)
         self.num_partitions = self._partition_count(connect_timeout)
+        self.record_limit = max_message_bytes if producer is not None else topic_record_limit(
+            self.brokers, self.topic, producer_config, fallback=max_message_bytes, timeout=connect_timeout)
+        self._chunk_producer = chunk_producer or ChunkProducer(
+            self.topic, self.brokers, self.record_limit, transactional_id=transactional_id,
+            config={k: v for k, v in (producer_config or {}).items() if k not in _CHUNK_OWN},
+            timeout=flush_timeout, max_value_bytes=max_value_bytes,
+        )
+        self.transactional_id = self._chunk_producer.transactional_id
         self.schema_id = schema_id if schema_id is not None else self._register(registry_config)
 
     # ------------------------------------------------------------ set-up
@@ -259,7 +296,9 @@ class RolloutPublisher:
         Raises:
             InvalidRowError: The row breaks SPEC §2 (``.field`` names where); nothing was sent.
             PublisherClosedError: After ``close()``.
-            KafkaOperationError: The producer refused the record (e.g. too large).
+            KafkaOperationError: The producer refused the record, or its chunk
+                transaction did not commit (nothing of it is visible).
+            RecordTooLargeError: The encoded row is above ``max_value_bytes``.
         """
         wire = row_input.row(row)
         return self._send(wire.identity.group_id, row_encoder.row_parts(wire), "rows")
@@ -292,7 +331,9 @@ class RolloutPublisher:
         Raises:
             InvalidRowError: The identity or the two objects break SPEC §2.1; nothing was sent.
             PublisherClosedError: After ``close()``.
-            KafkaOperationError: The producer refused the record (e.g. too large).
+            KafkaOperationError: The producer refused the record, or its chunk
+                transaction did not commit (nothing of it is visible).
+            RecordTooLargeError: The encoded row is above ``max_value_bytes``.
         """
         ident = row_input.identity(
             batch_id=batch_id,
@@ -361,6 +402,9 @@ class RolloutPublisher:
     def _produce(self, key: bytes, value: bytes, partition: int) -> None:
         from confluent_kafka import KafkaException
 
+        if len(value) > self._chunk_producer.budget(key):
+            self._produce_chunked(key, value, partition)
+            return
         deadline = None
         while True:
             try:
@@ -390,6 +434,22 @@ class RolloutPublisher:
             s.bytes += len(value)
             s.per_partition[partition] = s.per_partition.get(partition, 0) + 1
         self._producer.poll(0)
+
+    def _produce_chunked(self, key: bytes, value: bytes, partition: int) -> None:
+        """A record above the topic's limit: one chunk set, in one committed transaction, to ``partition``.
+
+        Synchronous, so no chunk transaction is ever open when ``flush`` or
+        ``end_batch`` runs: a BatchEnd always follows its chunked rows.
+        """
+        chunks = self._chunk_producer.send(key, value, partition)
+        with self._lock:
+            s = self.stats
+            s.records += 1
+            s.bytes += len(value)
+            s.per_partition[partition] = s.per_partition.get(partition, 0) + 1
+            s.delivered += 1  # committed: every chunk is on the broker
+            s.chunk_sets += 1
+            s.chunks += chunks
 
     # ------------------------------------------------------------ delivery
 
@@ -447,6 +507,7 @@ class RolloutPublisher:
         try:
             self.flush(timeout)
         finally:
+            self._chunk_producer.close()
             closer = getattr(self._producer, "close", None)
             if callable(closer):
                 try:

@@ -10,12 +10,19 @@ consumer group and moves no trainer's offsets (confluent-kafka insists on a
 of other batches are passed over from their ``batch_id`` header without
 decoding when the header is there. :func:`replay` hands the groups to
 ``put_samples`` or writes them as JSON lines (the SPEC §9 JSON form).
+
+Chunk sets (values above the topic's limit) are reassembled, their CRC
+checked, and handed on whole at their first chunk's offset
+(:func:`whole_records`, which reads any topic that way). A set whose first
+chunk lies before the range start is left out and counted
+(``skipped_incomplete``); one that is broken inside the range raises.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,12 +31,15 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from . import kafka_env
+from .chunk_stream import ChunkedPartitions, record_error
 from .codec import JaggedMode, PackedGroup
 from .consumer import MAX_MESSAGE_BYTES
 from .deserializer import PackedDeserializer
 from .errors import BrokerUnavailableError, KafkaOperationError
 from .record_meta import Record
 from .registry import SchemaResolver
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[["ReplayStats", int, int, int], Any]  # (stats, partition, offset, end)
 
@@ -56,6 +66,8 @@ class ReplayStats:
         skipped_by_header: Records of other batches passed over from the header, undecoded.
         skipped_decoded: Records that had to be decoded to see they did not match.
         skipped_by_time: Records in the offset range whose timestamp is outside the time range.
+        skipped_incomplete: Chunk sets left out because their first chunk is before the range
+            (or below the log start); each is logged.
         stopped_early: Partitions whose end was not reached within ``timeout``
             quiet seconds (e.g. an open transaction holds read_committed back).
         seconds: Wall time.
@@ -70,6 +82,7 @@ class ReplayStats:
     skipped_by_header: int = 0
     skipped_decoded: int = 0
     skipped_by_time: int = 0
+    skipped_incomplete: int = 0
     stopped_early: list[int] = field(default_factory=list)
     seconds: float = 0.0
     client_group_id: str = ""
@@ -80,7 +93,8 @@ class ReplayStats:
         return (
             f"replayed {self.groups} groups ({self.rows} rows) of {self.records} records from {topic} "
             f"[partition:start-end {parts}] in {self.seconds:.2f} s; skipped {self.skipped_by_header} by header, "
-            f"{self.skipped_decoded} after decoding, {self.skipped_by_time} by time{early}"
+            f"{self.skipped_decoded} after decoding, {self.skipped_by_time} by time"
+            f"{f', {self.skipped_incomplete} incomplete chunk sets' if self.skipped_incomplete else ''}{early}"
         )
 
 
@@ -214,16 +228,67 @@ def replay_records(
     t_lo = None if from_time is None else to_millis(from_time)
     t_hi = None if to_time is None else to_millis(to_time)
     deser = deserializer or PackedDeserializer(SchemaResolver(kafka_env.registry_url(registry_url)), jagged=jagged)
+    for rec in whole_records(topic, brokers, from_time=from_time, to_time=to_time, offsets=offsets, config=config,
+                             timeout=timeout, stats=st, progress=progress):
+        ts = rec.timestamp_ms
+        in_time = ts is None or ((t_lo is None or ts >= t_lo) and (t_hi is None or ts < t_hi))
+        if not in_time:
+            st.skipped_by_time += 1
+        elif want is not None and rec.batch_id is not None and rec.batch_id not in want:
+            st.skipped_by_header += 1
+        else:
+            group = deser.decode(rec.value)
+            if want is not None and group.batch_id not in want:
+                st.skipped_decoded += 1
+            else:
+                st.groups += 1
+                st.rows += len(group.sample_ids)
+                yield ReplayedGroup(group, rec.topic, rec.partition, rec.offset, ts)
+
+
+def whole_records(
+    topic: str,
+    brokers: str | None = None,
+    *,
+    from_time: Any = None,
+    to_time: Any = None,
+    offsets: Mapping[int, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    timeout: float = 10.0,
+    stats: ReplayStats | None = None,
+    progress: Progress | None = None,
+) -> Iterator[Record]:
+    """Yields the records of a fixed range of any topic, partition by partition, chunk sets reassembled.
+
+    A chunk set counts as in the range when its first chunk is; its later
+    chunks are read past the end if need be. Each record's ``value`` is the
+    whole value (for a set: one read-only, 64-byte-aligned buffer whose CRC
+    was checked), ``offset`` its first chunk's. Arguments as :func:`replay_records`.
+
+    Raises:
+        BrokerUnavailableError, KafkaOperationError, ValueError: As :func:`replay_records`.
+        IncompleteRecordError: A set in the range that cannot be reassembled
+            (a chunk that does not continue it, a CRC or length mismatch).
+        ChunkFormatError: A chunk whose header does not parse.
+    """
+    st = stats if stats is not None else ReplayStats()
     st.client_group_id = f"rollout-stream-replay-{uuid.uuid4().hex[:12]}"
     consumer = _consumer(brokers, config, st.client_group_id)
+
+    def log_start(t: str, p: int) -> int:
+        return int(consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout, cached=False)[0])
+
+    chunks = ChunkedPartitions(log_start, verify_crc=True)
     started = time.monotonic()
     try:
         st.ranges = _ranges(consumer, topic, from_time=from_time, to_time=to_time, offsets=offsets, timeout=timeout)
         for p, (start, end) in sorted(st.ranges.items()):
             if start >= end:
                 continue
-            tp = TopicPartition(topic, p, start)
-            consumer.assign([tp])
+            key = (topic, p)
+            # A range start is no resume offset: a set begun before it is reported, not skipped as delivered.
+            chunks.start(key, start, trusted=False)
+            consumer.assign([TopicPartition(topic, p, start)])
             quiet_since = time.monotonic()
             while True:
                 msg = consumer.poll(0.2)
@@ -236,35 +301,33 @@ def replay_records(
                     msg = None
                 if msg is not None:
                     quiet_since = time.monotonic()
-                    if msg.offset() >= end:
+                    if msg.offset() >= end and not chunks.open_sets(key):
                         break
-                    st.records += 1
-                    rec = Record.of(msg)
-                    ts = rec.timestamp_ms
-                    in_time = ts is None or ((t_lo is None or ts >= t_lo) and (t_hi is None or ts < t_hi))
-                    if not in_time:
-                        st.skipped_by_time += 1
-                    elif want is not None and rec.batch_id is not None and rec.batch_id not in want:
-                        st.skipped_by_header += 1
-                    else:
-                        group = deser.decode(msg.value())
-                        if want is not None and group.batch_id not in want:
-                            st.skipped_decoded += 1
-                        else:
-                            st.groups += 1
-                            st.rows += len(group.sample_ids)
-                            yield ReplayedGroup(group, msg.topic(), msg.partition(), msg.offset(), ts)
+                    for rec in chunks.push(msg):
+                        if rec.offset >= end:
+                            continue  # began past the range: read only to finish an older set
+                        bad = record_error(rec)
+                        if rec.incomplete is not None and rec.incomplete.detail in ("headless", "log_start"):
+                            st.skipped_incomplete += 1
+                            log.warning("skipped incomplete set %s at %s[%d]@%d..%d: its first chunk is before the start",
+                                        rec.incomplete.set_id, topic, p, rec.incomplete.first_offset, rec.incomplete.last_offset)
+                            continue
+                        if bad is not None:
+                            raise bad
+                        st.records += 1
+                        yield rec
                     if progress is not None:
                         progress(st, p, msg.offset(), end)
-                    if msg.offset() + 1 >= end:
+                    if msg.offset() + 1 >= end and not chunks.open_sets(key):
                         break
                     continue
                 (pos,) = consumer.position([TopicPartition(topic, p)])
-                if pos.offset >= end:  # only control records (transaction markers) were left
+                if pos.offset >= end and not chunks.open_sets(key):  # only control records (transaction markers) were left
                     break
                 if time.monotonic() - quiet_since > timeout:
                     st.stopped_early.append(p)
                     break
+            chunks.drop(key)
             consumer.unassign()
     finally:
         st.seconds = time.monotonic() - started

@@ -57,6 +57,7 @@ import time
 import uuid
 from typing import Any, Mapping
 
+from ..chunks import ChunkFormatError, is_chunk, parse_chunk
 from ..errors import BrokerUnavailableError, DecodeError, InvalidRowError, KafkaOperationError
 from ..framing import HEADER_SIZE
 from .published import avro_string
@@ -78,8 +79,29 @@ GROUP_REASONS = frozenset(
 )
 
 
+def is_data_record(value: bytes | None) -> bool:
+    """Whether a ``rollout.packed`` record starts a group: a whole record or a chunk set's first chunk."""
+    if not is_chunk(value):
+        return True
+    try:
+        return parse_chunk(value)[0].index == 0  # type: ignore[arg-type]
+    except ChunkFormatError:
+        return True  # undecodable: one record, as the consumer counts it
+
+
 def dead_letter_reason(value: bytes) -> str | None:
-    """The ``reason`` of a Confluent-framed ``DeadLetter`` value (its first field); ``None`` if unreadable."""
+    """The ``reason`` of a Confluent-framed ``DeadLetter`` value (its first field); ``None`` if unreadable.
+
+    A chunked dead letter's reason is in its first chunk's payload (later chunks: ``None``).
+    """
+    if is_chunk(value):
+        try:
+            header, payload = parse_chunk(value)
+        except ChunkFormatError:
+            return None
+        if header.index != 0:
+            return None
+        value = bytes(payload)
     try:
         if len(value) <= HEADER_SIZE or value[0] != 0:
             return None
@@ -284,6 +306,8 @@ class Backpressure:
                     continue
                 key = m.key()
                 if m.topic() == self.packed_topic:
+                    if not is_data_record(m.value()):
+                        continue  # a later chunk of a chunk set: its group was counted at chunk 0
                     self._data[m.partition()].append(m.offset())
                     if key in self._groups:
                         self._left.add(key)

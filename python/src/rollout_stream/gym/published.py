@@ -11,6 +11,9 @@ by group id and place keys as Kafka's Java client does), from a start time
 only the key and the leading fields of its value are looked at
 (``batch_id``, ``group_id``, ``group_index``, ``row_index`` lead both the
 ``RolloutRow`` and the ``GymResult`` branch of the row-completed schema).
+A row sent as a chunk set (above the topic's limit) has those fields in its
+first chunk's payload: they are read from there and the other chunks are
+passed over, nothing is reassembled.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import uuid
 from typing import Any, Iterable, Mapping
 
 from .. import kafka_env
+from ..chunks import ChunkFormatError, is_chunk, parse_chunk
 from ..errors import BrokerUnavailableError, DecodeError, KafkaOperationError
 from ..framing import HEADER_SIZE
 from ..packed_reader import _long as avro_long
@@ -54,6 +58,21 @@ def row_identity(value: bytes) -> tuple[str, str, int] | None:
     except (IndexError, UnicodeDecodeError, DecodeError) as e:
         raise ValueError(f"not a row-completed value: {e}") from e
     return batch_id, group_id, row_index
+
+
+def leading_bytes(value: bytes) -> bytes | None:
+    """The bytes a row's leading fields are read from: the value, or a first chunk's payload; ``None`` for a later chunk.
+
+    Raises:
+        ValueError: A chunk whose header does not parse.
+    """
+    if not is_chunk(value):
+        return value
+    try:
+        header, payload = parse_chunk(value)
+    except ChunkFormatError as e:
+        raise ValueError(str(e)) from e
+    return bytes(payload) if header.index == 0 else None
 
 
 def published_row_indices(
@@ -123,7 +142,8 @@ def published_row_indices(
             p = m.partition()
             if m.key() in groups and m.value():
                 try:
-                    ident = row_identity(m.value())
+                    head = leading_bytes(m.value())
+                    ident = None if head is None else row_identity(head)
                 except ValueError:
                     ident = None  # not a row of ours (accumulate dead-letters it as undecodable)
                 if ident is not None and ident[0] == batch_id:
