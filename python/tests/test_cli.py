@@ -70,3 +70,11 @@ def test_the_library_package_ships_no_bench_module():
 def test_unknown_command_is_a_usage_error():
     out = subprocess.run([sys.executable, "-m", "rollout_stream", "nope"], capture_output=True, text=True)
     assert out.returncode == 2 and "invalid choice" in out.stderr
+
+
+def test_version_names_the_package_version():
+    import tomllib
+
+    want = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    out = subprocess.run([sys.executable, "-m", "rollout_stream", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"rollout-stream {want} (Python package)"

@@ -271,6 +271,9 @@ NO_BENCH = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_stream", description=__doc__)
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"rollout-stream {__version__} (Python package)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="print one decoded packed group")
     p.add_argument("--topic", default=kafka_env.topic("rollout.packed"))
