@@ -140,7 +140,7 @@ const cases = keys.flatMap((k) => badValues(k.schema).map((b) => ({ key: k.path.
 describe('config campaign (generated from config/schema.ts)', () => {
   test('the schema yields every section and enough keys to mean something', () => {
     const sections = new Set(keys.map((k) => k.path[0]));
-    expect([...sections].sort()).toEqual(['accumulate', 'ingest', 'kafka', 'pack', 'postprocess', 'runtime', 'topics']);
+    expect([...sections].sort()).toEqual(['accumulate', 'ingest', 'kafka', 'logging', 'pack', 'postprocess', 'runtime', 'topics']);
     expect(keys.length).toBeGreaterThan(50);
     expect(cases.length).toBeGreaterThan(keys.length);
   });
