@@ -126,8 +126,15 @@ export const packConfigSchema = z.strictObject({
   pad_values: nullable(z.record(z.string(), z.number().int()), { token_ids: 0 }),
   /** true: pack also writes the per-token `invalid_tool_call_mask` and `malformed_thinking_mask` fields. */
   include_message_violation_fields: strictBool(false),
-  /** Integer dtype of packed routed experts (reference default int16). */
-  routed_experts_dtype: nullable(z.enum(['int8', 'int16', 'int32']), 'int16'),
+  /**
+   * Integer dtype of the packed `routed_experts` field. `auto` (the default):
+   * the producer's, i.e. the widest dtype among the group's route blocks
+   * (`ingest.routed_experts_dtype` for converted NeMo-Gym results; uint8
+   * becomes int16 and int64 int32, to hold the −1 of messages without routes).
+   * int8, int16 or int32 force that dtype; an id that does not fit makes the
+   * group a `processing_error` dead letter instead of wrapping silently.
+   */
+  routed_experts_dtype: nullable(z.enum(['auto', 'int8', 'int16', 'int32']), 'auto'),
   /** Packing backend: `typed` (plain typed arrays) or `tfjs` (tfjs-core ops). */
   backend: nullable(z.enum(['typed', 'tfjs']), 'typed'),
   /**

@@ -21,10 +21,47 @@ export const MISSING_ROUTE_SENTINEL = -1;
 
 const ROUTE_DTYPES: ReadonlySet<DType> = new Set<DType>(['uint8', 'int8', 'int16', 'int32', 'int64']);
 
+/** Bytes of the packed dtype that holds a block's ids and the −1 sentinel. */
+const PACKED_WIDTH: Partial<Record<DType, number>> = { int8: 1, uint8: 2, int16: 2, int32: 4, int64: 4 };
+
+const RANGE: Record<'int8' | 'int16' | 'int32', [number, number]> = { int8: [-128, 127], int16: [-32768, 32767], int32: [-(2 ** 31), 2 ** 31 - 1] };
+
+/** Source dtypes whose every value fits each packed dtype (the others are checked id by id). */
+const ALWAYS_FITS: Record<'int8' | 'int16' | 'int32', ReadonlySet<DType>> = {
+  int8: new Set<DType>(['int8']),
+  int16: new Set<DType>(['int8', 'uint8', 'int16']),
+  int32: new Set<DType>(['int8', 'uint8', 'int16', 'int32']),
+};
+
+/**
+ * Refuses a block whose ids do not fit `dtype` (a forced narrower
+ * `pack.routed_experts_dtype`, or int64 ids packed as int32), instead of
+ * letting the typed-array copy wrap them.
+ */
+export function checkRoutesFit(messageLogs: readonly (readonly Message[])[], dtype: 'int8' | 'int16' | 'int32'): void {
+  const [lo, hi] = RANGE[dtype];
+  messageLogs.forEach((log, row) => {
+    for (const m of log) {
+      const re = m.routed_experts;
+      if (re == null || ALWAYS_FITS[dtype].has(re.dtype)) continue;
+      for (let i = 0; i < re.data.length; i++) {
+        const v = Number(re.data[i]!);
+        if (v < lo || v > hi) {
+          throw new PackError('pack_bad_routed_experts', `routed expert id ${v} does not fit the packed dtype ${dtype} (pack.routed_experts_dtype)`, row);
+        }
+      }
+    }
+  });
+}
+
+
+
 export interface RoutedExpertsBackfill {
   /** `layers` and `topk` of the template: the first route block found scanning rows, then messages, in order. */
   layers: number;
   topk: number;
+  /** The producer's dtype as a packed dtype: the widest among the group's blocks (uint8 → int16, int64 → int32: room for the −1 sentinel). */
+  dtype: 'int8' | 'int16' | 'int32';
   /** Per row: how many messages get the sentinel (`num_routed_experts_backfilled`). */
   backfilled: number[];
 }
@@ -66,6 +103,7 @@ export function backfillMissingRoutedExperts(messageLogs: readonly (readonly Mes
   const layers = template.shape[1]!;
   const topk = template.shape[2]!;
 
+  let width = 0;
   const backfilled = messageLogs.map((log, row) => {
     let count = 0;
     for (const m of log) {
@@ -75,10 +113,11 @@ export function backfillMissingRoutedExperts(messageLogs: readonly (readonly Mes
         continue;
       }
       checkBlock(re, m.token_ids.length, layers, topk, row);
+      width = Math.max(width, PACKED_WIDTH[re.dtype] ?? 0);
     }
     return count;
   });
-  return { layers, topk, backfilled };
+  return { layers, topk, backfilled, dtype: width <= 1 ? 'int8' : width === 2 ? 'int16' : 'int32' };
 }
 
 function checkBlock(re: Tensor, tokens: number, layers: number, topk: number, row: number): void {

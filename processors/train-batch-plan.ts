@@ -11,7 +11,7 @@ import { type MediaFieldPlan, planMediaFields } from './media-fields.js';
 import { PackError } from './pack-error.js';
 import { type FieldIndex, planPackedLayout } from './pack-layout.js';
 import { type PromptCut, cutPromptPrefix, promptIdsWidth, promptTokenCount } from './prompt-prefix.js';
-import { type RoutedExpertsBackfill, backfillMissingRoutedExperts } from './routed-experts-backfill.js';
+import { type RoutedExpertsBackfill, backfillMissingRoutedExperts, checkRoutesFit } from './routed-experts-backfill.js';
 import { type PackMemory, type PackedLayout, packTarget } from './slab.js';
 import { type RowFields, buildRowFields } from './row-fields.js';
 import type { RoutedExpertsColumn } from './train-batch.js';
@@ -62,6 +62,9 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, memory: P
   // Kept ahead of the prompt cut as in the reference, whose prompt flatten
   // reuses the backfilled message objects; here the cut only reads token counts.
   const backfill = backfillMissingRoutedExperts(logs);
+  // The packed dtype: the producer's (auto), or the one the config forces; ids that do not fit are refused, never wrapped.
+  const routesDtype = backfill === null ? null : cfg.routed_experts_dtype === 'auto' ? backfill.dtype : cfg.routed_experts_dtype;
+  if (backfill !== null && routesDtype !== null) checkRoutesFit(logs, routesDtype);
   const promptLength = promptTokenCount(group.prompt);
   const cuts = logs.map((log) => cutPromptPrefix(log, promptLength));
   const width = promptIdsWidth(cuts);
@@ -90,7 +93,7 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, memory: P
     logs,
     offsets,
     width,
-    routes: backfill === null ? null : { dtype: cfg.routed_experts_dtype, layers: backfill.layers, topk: backfill.topk },
+    routes: backfill === null ? null : { dtype: routesDtype!, layers: backfill.layers, topk: backfill.topk },
     violationFields: cfg.include_message_violation_fields,
     media,
     violationCounts,
@@ -118,7 +121,7 @@ export function planTrainBatch(group: PenalizedGroup, cfg: PackConfig, memory: P
       backfill === null
         ? null
         : {
-            dtype: cfg.routed_experts_dtype,
+            dtype: routesDtype!,
             layers: backfill.layers,
             topk: backfill.topk,
             values: view<RoutedExpertsColumn['values']>(index.routedExperts)!,

@@ -26,7 +26,8 @@ import { type TrainBatchPlan, planTrainBatch, writeRowFields } from './train-bat
 import { copyElements, fillZeroOrOne } from './typed-arrays.js';
 import type { Message, PackedGroup, PenalizedGroup, ViolationCounts } from './types.js';
 
-export type RoutedExpertsDType = PackConfig['routed_experts_dtype'];
+/** The dtypes a packed routed-experts field can have (`pack.routed_experts_dtype` other than `auto`). */
+export type RoutedExpertsDType = Exclude<PackConfig['routed_experts_dtype'], 'auto'>;
 
 export interface RoutedExpertsColumn {
   dtype: RoutedExpertsDType;

@@ -32,19 +32,56 @@ describe('routed experts', () => {
     expect(backfillMissingRoutedExperts([[msg('user', [1])]])).toBeNull();
   });
 
-  test('routes are stored in the configured integer dtype, int16 by default', () => {
+  test("routes keep the producer's dtype by default (auto), or the one the config forces", () => {
     const g = group([row0]);
     const byDtype = (d?: string) => field(packGroup(g, cfg(d === undefined ? {} : { routed_experts_dtype: d })), 'routed_experts');
-    expect(byDtype().dtype).toBe('int16');
-    expect(byDtype().values).toBeInstanceOf(Int16Array);
+    // row0's block is int32: auto keeps it.
+    expect(byDtype().dtype).toBe('int32');
+    expect(byDtype().values).toBeInstanceOf(Int32Array);
     expect(byDtype('int8').values).toBeInstanceOf(Int8Array);
-    expect(byDtype('int32').dtype).toBe('int32');
-    expect(nums(byDtype('int32').values)).toEqual([-1, -1, -1, -1, 4, 5]);
+    expect(byDtype('int16').dtype).toBe('int16');
+    expect(nums(byDtype('int16').values)).toEqual([-1, -1, -1, -1, 4, 5]);
+    expect(nums(byDtype().values)).toEqual([-1, -1, -1, -1, 4, 5]);
+  });
+
+  test.each([
+    ['int8', 'int8'],
+    ['uint8', 'int16'],
+    ['int16', 'int16'],
+    ['int32', 'int32'],
+    ['int64', 'int32'],
+  ] as const)('auto: %s blocks pack as %s (room for the -1 of messages without routes)', (src, want) => {
+    const data = { int8: Int8Array.of(3, 4), uint8: Uint8Array.of(3, 4), int16: Int16Array.of(3, 4), int32: Int32Array.of(3, 4), int64: BigInt64Array.of(3n, 4n) }[src];
+    const m = msg('assistant', [3, 4], { lp: [-1, -1] });
+    m.routed_experts = { dtype: src, shape: [2, 1, 1], data };
+    const f = field(packGroup(group([[msg('user', [1, 2]), m]]), cfg()), 'routed_experts');
+    expect(f.dtype).toBe(want);
+    expect(nums(f.values)).toEqual([-1, -1, 3, 4]);
+  });
+
+  test('auto takes the widest dtype of a group whose blocks differ', () => {
+    const a = msg('assistant', [3], { lp: [-1] });
+    a.routed_experts = { dtype: 'int8', shape: [1, 1, 1], data: Int8Array.of(7) };
+    const b = msg('assistant', [4], { lp: [-1] });
+    b.routed_experts = { dtype: 'int16', shape: [1, 1, 1], data: Int16Array.of(300) };
+    const f = field(packGroup(group([[a], [b]]), cfg()), 'routed_experts');
+    expect([f.dtype, nums(f.values)]).toEqual(['int16', [7, 300]]);
+  });
+
+  test('an id the forced dtype cannot hold is refused, not wrapped', () => {
+    const m = msg('assistant', [3], { lp: [-1] });
+    m.routed_experts = { dtype: 'int16', shape: [1, 1, 1], data: Int16Array.of(300) };
+    const e = thrownBy(() => packGroup(group([[m]]), cfg({ routed_experts_dtype: 'int8' })));
+    expect(e).toBeInstanceOf(PackError);
+    expect((e as PackError).message).toMatch(/routed expert id 300 does not fit the packed dtype int8/);
+    const big = msg('assistant', [3], { lp: [-1] });
+    big.routed_experts = { dtype: 'int64', shape: [1, 1, 1], data: BigInt64Array.of(2n ** 40n) };
+    expect(thrownBy(() => packGroup(group([[big]]), cfg())).message).toMatch(/does not fit the packed dtype int32/);
   });
 
   test('the template is the first route block found, and a block of another geometry is refused', () => {
     const other = [msg('assistant', [3], { lp: [-1], routes: { layers: 3, topk: 1, values: [1, 1, 1] } })];
-    expect(backfillMissingRoutedExperts([row0, row1])).toEqual({ layers: 2, topk: 1, backfilled: [1, 1] });
+    expect(backfillMissingRoutedExperts([row0, row1])).toEqual({ layers: 2, topk: 1, backfilled: [1, 1], dtype: 'int32' });
     const e = thrownBy(() => packGroup(group([row0, other]), cfg()));
     expect(e).toBeInstanceOf(PackError);
     expect((e as PackError).code).toBe('pack_bad_routed_experts');
