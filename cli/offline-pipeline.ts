@@ -29,6 +29,7 @@ import {
 import { ingestGymResult } from '../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { packGroup } from '../processors/pack.js';
+import { contentDigest } from '../processors/content-digest.js';
 import { isVerdict, RolloutStreamError } from '../errors/index.js';
 import {
   computeBatchMetrics,
@@ -127,14 +128,12 @@ export class OfflinePipeline {
 
   /**
    * A row's input for accumulate: the line's bytes as its payload, and as its
-   * replay identity the line without `produced_at` (SPEC §3 rule 3), so a
-   * line repeated with another timestamp is a replay.
+   * replay identity the digest of its decoded content (produced_at left out,
+   * JSON spelling and key order ignored), the same as the stages compute, so
+   * a line repeated with another timestamp or spelling is a replay.
    */
-  private rowInput(record: unknown, text: string): { record: unknown; payload: Uint8Array; identity: Uint8Array } {
-    const payload = utf8(text);
-    if (record === null || typeof record !== 'object' || !('produced_at' in record)) return { record, payload, identity: payload };
-    const { produced_at: _ignored, ...rest } = JSON.parse(text) as Record<string, unknown>;
-    return { record, payload, identity: utf8(JSON.stringify(rest)) };
+  private rowInput(record: unknown, text: string): { record: unknown; payload: Uint8Array; digest: string } {
+    return { record, payload: utf8(text), digest: contentDigest(record) };
   }
 
   /** `offline ingest`: one GymResult line → its row line, or a row-level dead letter. */

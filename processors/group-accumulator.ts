@@ -21,6 +21,7 @@ import {
   rowsInOrder,
   wholeGroupProblem,
 } from './group-closing.js';
+import { CONTENT_DIGEST_PREFIX } from './content-digest.js';
 import { ingestGymResult } from './gym-ingest.js';
 import type { ResolvedIngestConfig } from './ingest-config.js';
 import { validateRow } from './row-validation.js';
@@ -42,6 +43,12 @@ export interface RowInput {
    * new timestamps, is recognised.
    */
   identity?: Uint8Array;
+  /**
+   * The record's content digest (processors/content-digest.ts): what replay
+   * detection compares. Rows remembered under an older identity (a hash of
+   * `identity`, without the digest's prefix) are compared that way.
+   */
+  digest?: string;
 }
 
 export interface EmittedGroup {
@@ -124,11 +131,14 @@ export function accumulateRow(
   }
   const row = checked.row;
   const ids = { group_id: row.group_id, batch_id: row.batch_id, row_index: row.row_index };
-  const hash = payloadHash(input.identity ?? input.payload);
+  const hash = input.digest ?? payloadHash(input.identity ?? input.payload);
+  // A row remembered before content digests existed carries the hash of its bytes.
+  const same = (stored: string | undefined) =>
+    stored !== undefined && (stored === hash || (!stored.startsWith(CONTENT_DIGEST_PREFIX) && stored === payloadHash(input.identity ?? input.payload)));
 
   const closed = state.closed.get(row.group_id);
   if (closed) {
-    if (closed.row_hashes.get(row.row_index) === hash) out.replays += 1;
+    if (same(closed.row_hashes.get(row.row_index))) out.replays += 1;
     else {
       const message = `group ${row.group_id} is already closed; row ${row.row_index} is not a replay of a row it received`;
       out.deadLetters.push(rowDeadLetter('group_already_closed', message, ids, input.payload));
@@ -140,7 +150,7 @@ export function accumulateRow(
   if (open) {
     const existing = open.rows.get(row.row_index);
     if (existing) {
-      if (existing.hash === hash) out.replays += 1;
+      if (same(existing.hash)) out.replays += 1;
       else {
         const message = `row ${row.row_index} of group ${row.group_id} was already received with different content`;
         out.deadLetters.push(rowDeadLetter('duplicate_row_index', message, ids, input.payload));
