@@ -10,69 +10,70 @@
  * after a crash stamps a new time). Versioned by its prefix, so identities
  * stored by an older rule (a hash of the encoded bytes) are still told apart.
  */
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 
 export const CONTENT_DIGEST_PREFIX = 'c1:';
 
 const NOT_CONTENT = new Set(['produced_at']);
 
-function walk(h: Hash, v: unknown): void {
-  if (v === null || v === undefined) {
-    h.update('z');
-    return;
-  }
+/**
+ * The canonical text is built as one string (V8 joins string pieces cheaply)
+ * and hashed once, followed by the tensors' bytes in the order the text names
+ * them (each with its byte length in the text, so the whole stays
+ * unambiguous): one hash update per tensor, none per value.
+ */
+function canonical(v: unknown, tensors: Uint8Array[]): string {
+  if (v === null || v === undefined) return 'z';
   switch (typeof v) {
     case 'string':
-      h.update(`s${Buffer.byteLength(v)}:`);
-      h.update(v);
-      return;
+      // The length in UTF-16 units keeps strings apart (the string itself follows).
+      return `s${v.length}:${v}`;
     case 'number':
-      h.update(`n${Object.is(v, -0) ? 0 : v};`);
-      return;
+      return `n${Object.is(v, -0) ? 0 : v};`;
     case 'bigint':
-      h.update(`i${v};`);
-      return;
+      return `i${v};`;
     case 'boolean':
-      h.update(v ? 'T' : 'F');
-      return;
+      return v ? 'T' : 'F';
     case 'object':
       break;
     default:
-      h.update(`?${String(v)};`);
-      return;
+      return `?${String(v)};`;
   }
   if (ArrayBuffer.isView(v)) {
-    const bytes = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-    h.update(`t${v.constructor.name}${bytes.length}:`);
-    h.update(bytes);
-    return;
+    tensors.push(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+    return `t${v.constructor.name}${v.byteLength};`;
   }
   if (Array.isArray(v)) {
-    h.update(`[${v.length}:`);
-    for (const x of v) walk(h, x);
-    h.update(']');
-    return;
+    let out = `[${v.length}:`;
+    for (const x of v) out += canonical(x, tensors);
+    return `${out}]`;
   }
   const o = v as Record<string, unknown>;
-  const keys = Object.keys(o)
-    .filter((k) => o[k] !== undefined && o[k] !== null)
-    .sort();
-  h.update(`{${keys.length}:`);
+  const keys = Object.keys(o);
+  keys.sort();
+  let out = '{';
   for (const k of keys) {
-    walk(h, k);
-    walk(h, o[k]);
+    const x = o[k];
+    if (x === undefined || x === null) continue;
+    out += `s${k.length}:${k}${canonical(x, tensors)}`;
   }
-  h.update('}');
+  return `${out}}`;
+}
+
+function digestOf(v: unknown): string {
+  const tensors: Uint8Array[] = [];
+  const h = createHash('sha256').update(canonical(v, tensors));
+  for (const t of tensors) h.update(t);
+  return h.digest('hex');
 }
 
 /** The content digest of a decoded record (`c1:` + hex SHA-256), `produced_at` left out. */
 export function contentDigest(record: unknown): string {
-  const h = createHash('sha256');
   if (record !== null && typeof record === 'object' && !Array.isArray(record) && !ArrayBuffer.isView(record)) {
     const o = record as Record<string, unknown>;
     const content: Record<string, unknown> = {};
     for (const k of Object.keys(o)) if (!NOT_CONTENT.has(k)) content[k] = o[k];
-    walk(h, content);
-  } else walk(h, record);
-  return CONTENT_DIGEST_PREFIX + h.digest('hex');
+    return CONTENT_DIGEST_PREFIX + digestOf(content);
+  }
+  return CONTENT_DIGEST_PREFIX + digestOf(record);
 }
