@@ -26,6 +26,12 @@ export interface InputRecord {
    * given (equal to decoding them; treat it as read-only).
    */
   decoded?: unknown;
+  /**
+   * The record carries the fused hand-off marker (headers.ts): a fused
+   * process already ran the stage that reads it, in the transaction that
+   * wrote it. Runners skip such records (their offsets are committed).
+   */
+  handedOff?: boolean;
 }
 
 export interface OutputMessage {
