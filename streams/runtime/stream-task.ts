@@ -185,6 +185,7 @@ export class StreamTask {
       const node = this.chain[i]!;
       const topic = node.stage.inputTopic;
       let pos = h ? h.pos : await startOf(f, node.groupId, topic, this.partition);
+      let committed = pos;
       for (;;) {
         const { low, high } = await boundsOf(f, topic, this.partition);
         if (pos < low) pos = low;
@@ -194,10 +195,13 @@ export class StreamTask {
           const out = await this.policy.runNode(node.stage, this.processors[i]!, records, true, ctx);
           out.counters = { ...out.counters, foreign_records: (out.counters?.foreign_records ?? 0) + records.length };
           await this.write(i, out, records, next.toString(), ctx);
+          committed = next;
           done.set(topic, (done.get(topic) ?? 0) + records.length);
         }
         pos = next;
       }
+      // Only marked records (or markers) since the committed offset: move it past them (its group shows no lag).
+      if (committed !== pos) await this.write(i, emptyOutput(), [], pos.toString(), ctx);
       this.handoffs.set(i, { pos, expectedEnd: pos, dirty: false });
     }
     return done;
