@@ -132,7 +132,7 @@ export class OpenTransaction {
         return r;
       }),
       ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d), headers: recordHeaders(d.batch_id, d.weight_version) })),
-      ...(changelogTopic ? out.changelog.map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
+      ...(changelogTopic ? [...out.changelog, ...messages.flatMap((m) => m.changelog ?? [])].map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
     ];
     const written: InputRecord[] = [];
     for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
@@ -198,6 +198,7 @@ export class OpenTransaction {
         messages.push(m);
         continue;
       }
+      m.dropped?.();
       const own = sources.filter((r) => r.key !== null && r.key.toString('utf8') === m.key);
       deadLetters.push({
         reason: 'record_too_large',

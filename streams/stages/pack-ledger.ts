@@ -57,6 +57,11 @@ export class PackLedger {
     return had === undefined ? 'new' : had.equals(digest) ? 'same' : 'different';
   }
 
+  /** Forgets `key` (its packed record was not written after all). */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+
   /** Records `key` as packed; returns the changelog records to write with it (the entry, and tombstones of what the bound forgets). */
   record(key: string, digest: Buffer): ChangelogRecord[] {
     const out: ChangelogRecord[] = [{ key, value: digest }];

@@ -125,9 +125,16 @@ export function packStage(deps: PackStageDeps): PackStage {
               });
               return;
             }
-            out.changelog.push(...ledger.record(key, digest));
             pool.lend(value);
-            out.messages.push({ topic: topics.packed, key: group.group_id, value, headers: recordHeaders(group.batch_id, group.weight_version) });
+            out.messages.push({
+              topic: topics.packed,
+              key: group.group_id,
+              value,
+              headers: recordHeaders(group.batch_id, group.weight_version),
+              // The ledger holds the group only if its packed record is written (not dead-lettered as too large).
+              changelog: ledger.record(key, digest),
+              dropped: () => ledger.forget(key),
+            });
           }, deps.rows ? { resolver: penalizedReferences(deps.rows) } : undefined);
           if (replays > 0) out.counters = { ...out.counters, already_packed: replays };
           return out;
