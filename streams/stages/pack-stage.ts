@@ -12,6 +12,8 @@ import type { PackConfig } from '../../config/schema.js';
 import { packGroup } from '../../processors/pack.js';
 import { PackError } from '../../processors/pack-error.js';
 import { SlabPool } from '../../processors/slab.js';
+import type { DeadLetterReason, PenalizedGroup } from '../../processors/types.js';
+import type { DeadLetterRecord, SourceRecord } from '../api/dead-letter-record.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import { emptyOutput, type ChangelogRecord, type InputRecord, type Stage, type StageOutput } from '../api/stage.js';
 import { HEADER_BYTES } from '../codecs/wire-format.js';
@@ -56,6 +58,22 @@ export interface PackStage extends Stage {
   release(value: Buffer): boolean;
 }
 
+/** A dead letter of one whole penalized group, carrying its input record. */
+function groupLetter(reason: DeadLetterReason, message: string, group: PenalizedGroup, source: SourceRecord, nowMs: number): DeadLetterRecord {
+  return {
+    reason,
+    message,
+    stage: 'pack',
+    group_id: group.group_id,
+    batch_id: group.batch_id,
+    row_indices: group.rows.map((x) => x.row_index),
+    missing_row_indices: [],
+    records: [source],
+    produced_at: nowMs,
+    weight_version: group.weight_version,
+  };
+}
+
 export function packStage(deps: PackStageDeps): PackStage {
   const { topics } = deps;
   // Output memory is recycled between groups: fresh pages cost more than
@@ -85,18 +103,7 @@ export function packStage(deps: PackStageDeps): PackStage {
               value = deps.packedCodec.packValue((memory) => packGroup(group, deps.config, memory), pool);
             } catch (e) {
               if (!(e instanceof PackError)) throw e;
-              out.deadLetters.push({
-                reason: 'processing_error',
-                message: `pack failed for group ${group.group_id}: ${e.message}`,
-                stage: 'pack',
-                group_id: group.group_id,
-                batch_id: group.batch_id,
-                row_indices: group.rows.map((x) => x.row_index),
-                missing_row_indices: [],
-                records: [source],
-                produced_at: nowMs,
-                weight_version: group.weight_version,
-              });
+              out.deadLetters.push(groupLetter('processing_error', `pack failed for group ${group.group_id}: ${e.message}`, group, source, nowMs));
               return;
             }
             const key = ledgerKey(group.batch_id, group.group_id);
@@ -109,20 +116,16 @@ export function packStage(deps: PackStageDeps): PackStage {
                 deps.log?.(`pack: group ${group.group_id} of batch ${group.batch_id} (${source.topic}/${source.partition}@${source.offset}) was packed already; not packed again`);
                 return;
               }
-              out.deadLetters.push({
-                reason: 'group_already_packed',
-                message:
+              out.deadLetters.push(
+                groupLetter(
+                  'group_already_packed',
                   `group ${group.group_id} of batch ${group.batch_id} was packed already, from different content; the version packed first stands ` +
-                  `(a trainer never gets two versions of one group)`,
-                stage: 'pack',
-                group_id: group.group_id,
-                batch_id: group.batch_id,
-                row_indices: group.rows.map((x) => x.row_index),
-                missing_row_indices: [],
-                records: [source],
-                produced_at: nowMs,
-                weight_version: group.weight_version,
-              });
+                    `(a trainer never gets two versions of one group)`,
+                  group,
+                  source,
+                  nowMs,
+                ),
+              );
               return;
             }
             pool.lend(value);

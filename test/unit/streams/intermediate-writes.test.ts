@@ -46,6 +46,17 @@ function rewrite(d: TopologyTestDriver, topic: 'groupComplete' | 'penalized'): v
   d.produceRaw(topic, d.committedRecords(topic).map((r) => ({ key: r.key, value: r.value, partition: r.partition })));
 }
 
+/** A fused instance that has packed `events()`, with what the offline runner packs of them. */
+async function fusedRun() {
+  const config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } });
+  const want = await offlinePacked(events(), config);
+  const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
+  const f = await d.startInstance('f', { fused: true });
+  d.produce('rowCompleted', asRecords(events()));
+  await d.runUntilIdle();
+  return { config, want, d, f };
+}
+
 describe('writes into the middle of the pipeline', () => {
   test.each(['fused', 'separate'] as const)(
     '%s: groups dead-lettered at pack carry their own penalized record; redriven twice after the limit is raised, each is packed once',
@@ -87,12 +98,7 @@ describe('writes into the middle of the pipeline', () => {
   );
 
   test('fused: records the chain hands on carry the hand-off marker; records others write into group-complete are processed once', async () => {
-    const config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } });
-    const want = await offlinePacked(events(), config);
-    const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
-    const f = await d.startInstance('f', { fused: true });
-    d.produce('rowCompleted', asRecords(events()));
-    await d.runUntilIdle();
+    const { want, d, f } = await fusedRun();
     for (const topic of ['groupComplete', 'penalized'] as const) {
       for (const r of d.committedRecords(topic)) expect(Object.keys(r.headers), `${topic} record headers`).toContain(HEADER_FUSED_HANDOFF);
     }
@@ -108,13 +114,7 @@ describe('writes into the middle of the pipeline', () => {
   });
 
   test('fused: records others write into penalized between the chain\'s own writes are processed once, and the chain keeps its fast path after', async () => {
-    const config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } });
-    const all = asRecords(events());
-    const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
-    const f = await d.startInstance('f', { fused: true });
-    const want = await offlinePacked(events(), config);
-    d.produce('rowCompleted', all);
-    await d.runUntilIdle();
+    const { config, want, d, f } = await fusedRun();
     // Foreign copies land on the partitions, then the chain writes more of its own (a second batch) right after them.
     rewrite(d, 'penalized');
     const more = [...generateEvents({ batches: 1, groupsPerBatch: 4, generations: 8, seed: 4, profile: 'small', runId: 'rd2' })];
@@ -126,12 +126,7 @@ describe('writes into the middle of the pipeline', () => {
   });
 
   test('separate: a pack stage whose offset lies behind records a fused process handed on skips them (the marker), not only by its ledger', async () => {
-    const config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } });
-    const want = await offlinePacked(events(), config);
-    const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
-    const f = await d.startInstance('f', { fused: true });
-    d.produce('rowCompleted', asRecords(events()));
-    await d.runUntilIdle();
+    const { want, d, f } = await fusedRun();
     await d.stopInstance(f);
     // As if the fused transactions' pack offsets were not visible yet when a separate pack read them.
     const committed = d.cluster.group(`${d.config.topics.prefix}rollout-stream.pack`).committed;
