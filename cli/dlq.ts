@@ -6,7 +6,8 @@
 import type { Config } from '../config/schema.js';
 import type { DeadLetterRecord } from '../streams/api/dead-letter-record.js';
 import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
-import type { OpsClient, OutgoingRecord } from '../streams/kafka/types.js';
+import type { OffsetReader, OpsClient, OutgoingRecord } from '../streams/kafka/types.js';
+import { createRowReader } from '../streams/kafka/kafkajs/offset-reader.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type StartPosition } from '../streams/ops/topic-scan.js';
 import { topicNames } from '../streams/topics/names.js';
@@ -127,61 +128,104 @@ export function deadLetterJson(e: DlqEntry): string {
 
 export interface RedriveResult {
   /** Source records re-published (or that would be, in a dry run). */
-  republished: Array<{ topic: string; partition: number; offset: string; key: string | null; bytes: number }>;
-  /** Dead letters whose original values were omitted (too large): nothing of them is re-published. */
-  refused: DlqEntry[];
+  republished: Array<{ topic: string; partition: number; offset: string; key: string | null; bytes: number; readBack: boolean }>;
+  /** Dead letters of which nothing is re-published, and why (no source records; a source record no longer readable). */
+  refused: Array<DlqEntry & { why: string }>;
   dryRun: boolean;
 }
 
+/** Reads source records at their coordinates (read_committed); absent: gone (retention) or never committed. */
+export type SourceReader = Pick<OffsetReader, 'read'>;
+
 /**
- * Re-publishes the source records of `selected` (key, value and partition
- * as they were) to their source topics. A dead letter with any omitted
- * value is refused as a whole. A source record named by several dead
- * letters is sent once.
+ * Re-publishes the source records of `selected` (key and value as they
+ * were, to their topic and partition). A source whose value the dead letter
+ * omitted (too large to carry) is read at its coordinates first; a dead
+ * letter with a source that is no longer there is refused as a whole. A
+ * source record named by several dead letters is sent once. Nothing else
+ * of the source is copied (headers: a fused process's hand-off marker would
+ * make the stage skip it).
  */
-export async function redrive(kafka: OpsClient, selected: DlqEntry[], dryRun: boolean): Promise<RedriveResult> {
+export async function redrive(kafka: OpsClient, selected: DlqEntry[], dryRun: boolean, reader?: SourceReader): Promise<RedriveResult> {
   const result: RedriveResult = { republished: [], refused: [], dryRun };
-  const byTopic = new Map<string, OutgoingRecord[]>();
+  const out: OutgoingRecord[] = [];
   const seen = new Set<string>();
   for (const e of selected) {
-    if (e.record.records.length === 0 || e.record.records.some((r) => r.value === null)) {
-      result.refused.push(e);
+    if (e.record.records.length === 0) {
+      result.refused.push({ ...e, why: 'it carries no source records' });
       continue;
     }
-    for (const r of e.record.records) {
-      const id = `${r.topic}/${r.partition}@${r.offset}`;
-      if (r.offset !== '-1' && seen.has(id)) continue;
-      seen.add(id);
-      let list = byTopic.get(r.topic);
-      if (!list) byTopic.set(r.topic, (list = []));
-      list.push({ topic: r.topic, key: r.key, value: r.value, partition: r.partition });
-      result.republished.push({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key?.toString('utf8') ?? null, bytes: r.value!.length });
+    const values: Array<Buffer | null> = e.record.records.map((r) => r.value);
+    const omitted = e.record.records.filter((r) => r.value === null);
+    if (omitted.length > 0) {
+      if (!reader) {
+        result.refused.push({ ...e, why: 'its original values were omitted and no reader was given' });
+        continue;
+      }
+      const found = await readSources(reader, omitted);
+      const gone = omitted.filter((r) => !found.has(sourceId(r)));
+      if (gone.length > 0) {
+        result.refused.push({
+          ...e,
+          why:
+            `its original values were omitted (too large to carry) and ${gone.map((r) => sourceId(r)).join(', ')} can no longer be read ` +
+            `(deleted by the topic's retention, or never committed)`,
+        });
+        continue;
+      }
+      e.record.records.forEach((r, i) => (values[i] ??= found.get(sourceId(r))!));
     }
+    e.record.records.forEach((r, i) => {
+      const id = sourceId(r);
+      if (r.offset !== '-1' && seen.has(id)) return;
+      seen.add(id);
+      const value = values[i]!;
+      out.push({ topic: r.topic, key: r.key, value, partition: r.partition });
+      result.republished.push({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key?.toString('utf8') ?? null, bytes: value.length, readBack: r.value === null });
+    });
   }
-  if (dryRun || byTopic.size === 0) return result;
+  if (dryRun || out.length === 0) return result;
   const sink = await kafka.idempotentSink();
   try {
-    await sink.send([...byTopic.values()].flat());
+    await sink.send(out);
   } finally {
     await sink.close();
   }
   return result;
 }
 
+const sourceId = (r: { topic: string; partition: number; offset: string }): string => `${r.topic}/${r.partition}@${r.offset}`;
+
+/** The values of `sources` read at their coordinates, by sourceId; an absent one is not in the map. */
+async function readSources(reader: SourceReader, sources: Array<{ topic: string; partition: number; offset: string }>): Promise<Map<string, Buffer>> {
+  const byPartition = new Map<string, { topic: string; partition: number; offsets: string[] }>();
+  for (const r of sources) {
+    const k = `${r.topic}/${r.partition}`;
+    const entry = byPartition.get(k) ?? byPartition.set(k, { topic: r.topic, partition: r.partition, offsets: [] }).get(k)!;
+    entry.offsets.push(r.offset);
+  }
+  const found = new Map<string, Buffer>();
+  for (const { topic, partition, offsets } of byPartition.values()) {
+    for (const [offset, rec] of await reader.read(topic, partition, offsets)) {
+      if (rec.value) found.set(sourceId({ topic, partition, offset }), Buffer.from(rec.value));
+    }
+  }
+  return found;
+}
+
 export function formatRedrive(r: RedriveResult): string {
   const out: string[] = [];
   const topics = [...new Set(r.republished.map((x) => x.topic))];
-  for (const x of r.republished) out.push(`${r.dryRun ? 'would re-publish' : 're-published'} ${x.topic}/${x.partition}@${x.offset} key=${x.key ?? '-'} (${x.bytes} bytes)`);
+  for (const x of r.republished) {
+    out.push(`${r.dryRun ? 'would re-publish' : 're-published'} ${x.topic}/${x.partition}@${x.offset} key=${x.key ?? '-'} (${x.bytes} bytes${x.readBack ? ', read back at its offset' : ''})`);
+  }
   for (const e of r.refused) {
-    const where = e.record.records.map((s) => `${s.topic}/${s.partition}@${s.offset}`).join(', ') || 'no source records';
-    out.push(
-      `REFUSED dead letter ${e.partition}:${e.offset} (${e.record.reason}, group ${e.record.group_id ?? '-'}): its original values were omitted ` +
-        `(too large to carry); re-publish them from the source offsets instead: ${where}`,
-    );
+    const where = e.record.records.map((s) => sourceId(s)).join(', ') || 'no source records';
+    out.push(`REFUSED dead letter ${e.partition}:${e.offset} (${e.record.reason}, group ${e.record.group_id ?? '-'}): ${e.why}; its sources: ${where}`);
   }
   out.push(
     `${r.dryRun ? 'dry run: would re-publish' : 're-published'} ${r.republished.length} records to ${topics.length > 0 ? topics.join(', ') : 'no topic'}` +
-      (r.refused.length > 0 ? `; refused ${r.refused.length} dead letters with omitted values` : ''),
+      (r.refused.length > 0 ? `; refused ${r.refused.length} dead letters` : ''),
   );
   return out.join('\n') + '\n';
 }
@@ -250,7 +294,13 @@ export async function runDlq(args: DlqArgs, config: Config, io: Io): Promise<{ c
     return { code: 0, entries, redrive: null };
   }
   checkUnambiguous(entries, args.selector);
-  const result = await redrive(createOpsClient(config.kafka, 'dlq'), entries, args.dryRun);
+  const reader = createRowReader(config.kafka);
+  let result: RedriveResult;
+  try {
+    result = await redrive(createOpsClient(config.kafka, 'dlq'), entries, args.dryRun, reader);
+  } finally {
+    await reader.close();
+  }
   await io.out(formatRedrive(result));
   return { code: result.refused.length > 0 ? 1 : 0, entries, redrive: result };
 }
@@ -268,8 +318,11 @@ list     prints the dead letters of <prefix>rollout.dead-letter as a table (time
 redrive  re-publishes the original records carried by the selected dead letters (their keys and
          exact bytes, to their source topic and partition), e.g. after fixing the producer or
          the config, and says how many. A dead letter whose original values were omitted (too
-         large to carry) is refused, with the source offsets to read them from. Needs a
-         selection or --all; --dry-run only lists what would be sent.
+         large to carry) has them read back at their source offsets first; it is refused when
+         they are gone (retention). Records redriven into rollout.group-complete or
+         rollout.penalized are processed once, in fused as in separate mode, and a group that
+         was packed already is not packed again. Needs a selection or --all; --dry-run only
+         lists what would be sent.
 
 Selection:
   --reason R     e.g. nan_logprobs, incomplete_group, undecodable (SPEC §3)

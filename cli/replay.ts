@@ -14,6 +14,7 @@ import { createRegistry } from '../streams/codecs/schema-registry.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type ScanRecord, type StartPosition } from '../streams/ops/topic-scan.js';
 import { BASE_TOPIC_NAMES } from '../streams/topics/names.js';
+import { withoutHandoff } from '../streams/api/headers.js';
 import { createTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
 import { parseFlags, UsageError, type Command } from '../tools/command.js';
@@ -214,7 +215,11 @@ async function republishTarget(
   sourcePartitions: number,
 ): Promise<{ topic: string; samePartitions: boolean }> {
   const topic = mode.toTopic ?? `${mode.toPrefix}${BASE_TOPIC_NAMES[source.role]}`;
-  if (topic === source.topic) throw new UsageError(`the target ${topic} is the source topic; re-publishing would read its own output`);
+  // An intermediate topic may be re-published into itself (its stage processes the copies once, and a group
+  // packed already is not packed again); the scan stops at the end offsets captured at start, so it never reads its own output.
+  if (topic === source.topic && source.role !== 'groupComplete' && source.role !== 'penalized') {
+    throw new UsageError(`the target ${topic} is the source topic; only the pipeline's intermediate topics (group-complete, penalized) can be re-published into themselves`);
+  }
   if (mode.toPrefix !== null && !(await admin.listTopics()).includes(topic)) {
     await createTopics(admin, registry, { ...config, topics: { ...config.topics, prefix: mode.toPrefix, partitions: sourcePartitions } });
   }
@@ -229,7 +234,8 @@ async function republishTarget(
 }
 
 /**
- * Re-publishes original records (key, value, headers: the exact bytes). With
+ * Re-publishes original records (key, value, headers: the exact bytes; only
+ * the fused hand-off marker is left out, so the copy is processed). With
  * the same partition count it keeps each record's partition, so a BatchEnd
  * written to every partition stays on every partition.
  */
@@ -249,7 +255,8 @@ class Republisher {
   }
 
   async push(r: ScanRecord): Promise<void> {
-    this.buffer.push({ topic: this.topic, key: r.key, value: r.value, headers: r.headers, ...(this.samePartitions ? { partition: r.partition } : {}) });
+    // Without the fused hand-off marker: the copy is new input to the stage that reads it.
+    this.buffer.push({ topic: this.topic, key: r.key, value: r.value, headers: withoutHandoff(r.headers), ...(this.samePartitions ? { partition: r.partition } : {}) });
     this.buffered += r.value?.length ?? 0;
     if (this.buffered >= 1024 * 1024 || this.buffer.length >= 500) await this.flush();
   }
@@ -290,7 +297,10 @@ Filters:
   --batch ID         only records of this batch
   --limit N          stop after N matching records
 Destinations (instead of printing):
-  --to-topic X       re-publish the original bytes (key, value, headers) to existing topic X
+  --to-topic X       re-publish the original bytes (key, value, headers) to existing topic X;
+                     rollout.group-complete and rollout.penalized may be re-published into
+                     themselves: the copies are processed once (fused or separate), and a group
+                     packed already is not packed again
   --to-prefix P      re-publish to P + T's base name (topics created if missing)
   --rerun-postprocess  postprocess the group-complete records again with the postprocess
                      block of --config, write penalized/metrics/dead letters under

@@ -41,6 +41,8 @@ export const DEAD_LETTER_REASONS = [
   'no_generation_data',
   /** A chunk set that cannot be handed on whole (docs/design-chunked-records.md §3): headless, inconsistent, timed out. */
   'incomplete_record',
+  /** Pack saw a group it packed already, with different content (streams/stages/pack-ledger.ts): the first version stands. */
+  'group_already_packed',
 ] as const;
 
 export type DeadLetterCode = (typeof DEAD_LETTER_REASONS)[number];

@@ -14,3 +14,26 @@ export function recordHeaders(batchId: string | null | undefined, weightVersion?
   if (weightVersion !== null && weightVersion !== undefined) h[HEADER_WEIGHT_VERSION] = String(weightVersion);
   return h;
 }
+
+/**
+ * Set on every record a fused process hands from one of its stages to the
+ * next (group-complete, penalized): the record was processed by the next
+ * stage in the same transaction that wrote it. Any reader of those topics
+ * (a fused process's reader of records it did not write, a separate stage)
+ * skips such records; everything else written there (an operator's redrive
+ * or replay, separate stages' output) is processed. Tools that copy
+ * records strip it.
+ */
+export const HEADER_FUSED_HANDOFF = 'rs-fused-handoff';
+
+/** Whether a fetched record carries the fused hand-off marker. */
+export function isHandedOff(headers: Record<string, unknown> | undefined): boolean {
+  return headers !== undefined && headers[HEADER_FUSED_HANDOFF] !== undefined;
+}
+
+/** `headers` without the fused hand-off marker (for tools that re-publish records). */
+export function withoutHandoff<T>(headers: Record<string, T>): Record<string, T> {
+  if (!(HEADER_FUSED_HANDOFF in headers)) return headers;
+  const { [HEADER_FUSED_HANDOFF]: _marker, ...rest } = headers;
+  return rest;
+}

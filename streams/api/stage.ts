@@ -26,6 +26,12 @@ export interface InputRecord {
    * given (equal to decoding them; treat it as read-only).
    */
   decoded?: unknown;
+  /**
+   * The record carries the fused hand-off marker (headers.ts): a fused
+   * process already ran the stage that reads it, in the transaction that
+   * wrote it. Runners skip such records (their offsets are committed).
+   */
+  handedOff?: boolean;
 }
 
 export interface OutputMessage {
@@ -35,6 +41,10 @@ export interface OutputMessage {
   headers?: Record<string, string>;
   /** The object `value` encodes, when the stage has it (handed to a fused downstream node instead of decoding). */
   decoded?: unknown;
+  /** Changelog records that hold only if this message is written (dropped with it when the runtime dead-letters it instead, e.g. too large). */
+  changelog?: ChangelogRecord[];
+  /** Called when the runtime dead-letters this message instead of writing it (the stage undoes what `changelog` recorded). */
+  dropped?: () => void;
 }
 
 export interface ChangelogRecord {

@@ -11,6 +11,7 @@
  * stale, and a new member's assignment says what is still its own.
  */
 import type { InputRecord } from '../api/stage.js';
+import { isHandedOff } from '../api/headers.js';
 import { classify } from './error-policy.js';
 import type { FetchedBatch, GroupSource } from '../kafka/types.js';
 import type { Logger } from './logger.js';
@@ -121,6 +122,7 @@ export class ConsumerLoop implements InputControl {
       key: m.key,
       value: m.value,
       timestamp: m.timestamp,
+      ...(isHandedOff(m.headers) ? { handedOff: true } : {}),
     }));
     this.busy.add(batch.partition);
     try {

@@ -1,11 +1,13 @@
 /**
- * Fused mode commits the downstream stages' offsets just past the records it
- * writes to their input topics. Taking a partition over is safe only when the
- * separate stages have processed everything before that point; otherwise
- * their leftover records would be skipped. This check finds such leftovers.
+ * Whether separate downstream stages left records behind that a fused start
+ * should drain first (pipeline.ts). Records a fused process handed on
+ * (marked, headers.ts) were processed already and do not count. (A fused
+ * task would also process such leftovers itself, fused-handoff.ts; the
+ * drain does it with the separate stages' own runners first.)
  */
 import type { KafkaAdmin, KafkaClient, PartitionRange } from '../kafka/types.js';
 import { unconsumedRanges } from '../ops/topic-scan.js';
+import { isHandedOff } from '../api/headers.js';
 
 export interface DrainTarget {
   /** The downstream stage's input topic. */
@@ -31,6 +33,7 @@ export async function firstUndrained(client: KafkaClient, admin: KafkaAdmin, tar
   const scan = await client.scan(
     ranges,
     (r) => {
+      if (isHandedOff(r.headers)) return true;
       found = `${r.topic}/${r.partition} (from offset ${r.offset})`;
       return false;
     },

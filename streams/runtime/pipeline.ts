@@ -191,7 +191,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     ? new RowResolver({ topic: topics.rowCompleted, reader: rowReader, rowCodec: await codec('rowCompleted', topics.rowCompleted), ingest })
     : undefined;
   const byName = new Map<StageName, Stage>();
-  const stages = await buildStages(o.stages, { topics, config, configDir: o.configDir, ingest, codec, ...(rows ? { rows } : {}), references });
+  const stages = await buildStages(o.stages, { topics, config, configDir: o.configDir, ingest, codec, ...(rows ? { rows } : {}), references, log: (m) => o.log.info(m) });
   for (const stage of stages) byName.set(stage.name, withFaults(stage, o.faults ?? []));
   // One runner per stage; fused: one runner for the chain, batch metrics on its own.
   const plan: Array<{ stage: Stage; client: string; downstream?: Stage[] }> = fused

@@ -24,7 +24,6 @@ import { Restorer } from './restorer.js';
 import type { ChainNode } from './stream-task.js';
 import { TaskManager } from './task-manager.js';
 import { TransactionWriter } from './transaction-writer.js';
-import { firstUndrained } from './fused-drain.js';
 import { restoreChangelog } from './changelog-restore.js';
 
 export type { Logger } from './logger.js';
@@ -55,9 +54,10 @@ export interface StageRunnerOptions {
    * Fused mode (docs/design-fused-stages.md): stages that run inside this
    * runner's transaction, each on what the previous one wrote. Every record a
    * step writes to the next stage's input topic goes to the partition number
-   * being processed, and each downstream group's offset past those records is
-   * committed in the same transaction, so separate instances of those stages
-   * started later begin exactly where the fused steps stopped.
+   * being processed, marked as handed off, and each downstream group's offset
+   * past those records is committed in the same transaction when nobody else
+   * wrote there meanwhile; records others wrote there are read and processed
+   * by the task itself (fused-handoff.ts), and every reader skips marked ones.
    */
   downstream?: Array<{ stage: Stage; groupId: string }>;
   /** What to do with a record whose processing keeps throwing (runtime.poison; default: a bug stops the partition after 3 attempts, 1 s backoff). */
@@ -119,13 +119,7 @@ export class StageRunner {
       admin,
       sinkFor: (id) =>
         o.client.transactionalSink(id, { transactionTimeoutMs: o.transactionTimeoutMs, partitionsOf, ...(o.compression ? { compression: o.compression } : {}) }),
-      undrained: (partitions) =>
-        firstUndrained(
-          o.client,
-          admin,
-          chain.slice(1).map((d) => ({ topic: d.stage.inputTopic, groupId: d.groupId })),
-          partitions,
-        ),
+      reader: o.reader,
       chain,
       chainName,
       writer,

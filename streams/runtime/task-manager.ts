@@ -17,7 +17,7 @@
  */
 import type { InputRecord, Stage } from '../api/stage.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
-import type { KafkaAdmin, TransactionalSink } from '../kafka/types.js';
+import type { KafkaAdmin, OffsetReader, TransactionalSink } from '../kafka/types.js';
 import { crashPoint } from './crash-points.js';
 import { classify, describeError, ProcessingFailure, retryDelayMs } from './error-policy.js';
 import type { HealthTracker } from './health.js';
@@ -55,11 +55,8 @@ export interface TaskManagerOptions {
   admin: KafkaAdmin;
   /** A new transactional sink for a task (the id fences every earlier holder at `init`). */
   sinkFor: (transactionalId: string) => TransactionalSink;
-  /**
-   * Fused mode: the first of `partitions` on which a separate downstream
-   * stage has records it has not processed (`topic/partition`), or null.
-   */
-  undrained: (partitions: number[]) => Promise<string | null>;
+  /** Reads input records by offset (fused: what others wrote into the downstream nodes' partitions). */
+  reader: Pick<OffsetReader, 'read'>;
   chain: readonly ChainNode[];
   chainName: string;
   writer: TransactionWriter;
@@ -193,7 +190,8 @@ export class TaskManager {
 
   private newTask(p: number): StreamTask {
     const sink = this.o.sinkFor(`${this.groupId}.${this.stage.inputTopic}.${p}`);
-    return new StreamTask(p, sink, this.o.chain, this.o.chain.map((n) => n.stage.createProcessor(p)), this.o.writer, this.o.policy);
+    const foreign = this.o.chain.length > 1 ? { admin: this.o.admin, reader: this.o.reader } : undefined;
+    return new StreamTask(p, sink, this.o.chain, this.o.chain.map((n) => n.stage.createProcessor(p)), this.o.writer, this.o.policy, foreign);
   }
 
   private async createTasks(): Promise<void> {
@@ -209,7 +207,6 @@ export class TaskManager {
       }
       await this.o.restorer.restore(fresh);
       crashPoint('restore.after');
-      await this.checkDrained(fresh.map((t) => t.partition));
     } catch (e) {
       // Half-built tasks hold connected producers: close them before the retry builds new ones.
       await Promise.all(fresh.map((t) => t.close()));
@@ -254,26 +251,6 @@ export class TaskManager {
     }
   }
 
-  /**
-   * Fused mode takes over partitions only when the separate downstream stages
-   * have processed everything on them: records they left behind would be
-   * skipped by the offsets the fused steps commit. Only this task's
-   * transactional id writes those partitions in fused mode, and it was just
-   * fenced, so nothing moves meanwhile. Throws (the tasks are retried with
-   * backoff) naming the partition.
-   */
-  private async checkDrained(partitions: number[]): Promise<void> {
-    if (this.o.chain.length < 2 || partitions.length === 0) return;
-    const left = await this.o.undrained(partitions);
-    if (left !== null) {
-      throw new RolloutStreamError(
-        'partition_not_drained',
-        `${left} holds records its separate stage has not processed; the fused runner takes a partition over only once ` +
-          `it is drained (start it alone: it drains first; or run the separate stages until their lag is 0)`,
-      );
-    }
-  }
-
   async committedOffset(partition: number): Promise<string | null> {
     return (await this.o.admin.committedOffsets(this.groupId, this.stage.inputTopic)).get(partition) ?? null;
   }
@@ -306,6 +283,15 @@ export class TaskManager {
           return;
         }
       }
+      if (t.foreignPending) {
+        const ctx = this.o.policy.context(partition);
+        try {
+          await this.catchUp(t, ctx);
+        } catch (e) {
+          await this.onFailure(t, e, []);
+          return;
+        }
+      }
       const steps = this.o.policy.steps(partition, records);
       for (const step of steps) {
         if (t.closed || !hooks.current()) return;
@@ -329,21 +315,54 @@ export class TaskManager {
     });
   }
 
-  /** Timer ticks of every task (timeouts), each in its own transaction when it has output. */
+  /**
+   * Timer ticks of every task (timeouts), each in its own transaction when
+   * it has output; fused: then the records others wrote into the downstream
+   * partitions (their end offsets polled at most every FOREIGN_POLL_MS).
+   */
   async tickAll(): Promise<void> {
     if (this.stopping || this.o.health.isFailed) return;
+    const ends = await this.pollEnds();
     for (const task of this.tasks.values()) {
-      if (!task.ticks) continue;
+      if (!task.ticks && this.o.chain.length < 2) continue;
       await task.exclusive(async () => {
         if (task.closed || this.stopping) return;
         const ctx = this.o.policy.context(task.partition);
         try {
-          if (await task.tick(Date.now(), ctx)) this.committed(task.partition, null, ctx);
+          if (task.ticks && (await task.tick(Date.now(), ctx))) this.committed(task.partition, null, ctx);
+          if (ends) task.noteEnds(ends);
+          if (task.foreignPending) await this.catchUp(task, ctx);
         } catch (e) {
           await this.onFailure(task, e, []);
         }
       });
     }
+  }
+
+  private lastPoll = 0;
+
+  /** Fused: the downstream topics' end offsets, at most every FOREIGN_POLL_MS (null otherwise or on failure: the next tick asks again). */
+  private async pollEnds(): Promise<Map<string, Map<number, string>> | null> {
+    if (this.o.chain.length < 2 || Date.now() - this.lastPoll < FOREIGN_POLL_MS) return null;
+    this.lastPoll = Date.now();
+    try {
+      const ends = new Map<string, Map<number, string>>();
+      for (const n of this.o.chain.slice(1)) {
+        ends.set(n.stage.inputTopic, new Map((await this.o.admin.topicOffsets(n.stage.inputTopic)).map((o) => [o.partition, o.high])));
+      }
+      return ends;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Runs a task's catch-up on what others wrote downstream (fused-handoff.ts) and says what it processed. */
+  private async catchUp(task: StreamTask, ctx: ReturnType<RecordPolicy['context']>): Promise<void> {
+    const done = await task.catchUp(ctx);
+    if (done.size === 0) return;
+    this.committed(task.partition, null, ctx);
+    const what = [...done].map(([topic, n]) => `${n} in ${topic}`).join(', ');
+    this.o.log.info(`${this.o.chainName}: partition ${task.partition}: processed records written by others (not handed on by this chain): ${what}`);
   }
 
   private committed(partition: number, lastOffset: string | null, ctx: ReturnType<RecordPolicy['context']>): void {
@@ -463,6 +482,9 @@ export class TaskManager {
     this.input?.seek(p, committed ?? '0');
   }
 }
+
+/** How often a fused runner looks at its downstream topics' end offsets for records others wrote there while it is idle. */
+const FOREIGN_POLL_MS = 2_000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -9,7 +9,7 @@
  * their memory then, never while the client may still hold them).
  */
 import type { DeadLetterRecord } from '../api/dead-letter-record.js';
-import { recordHeaders } from '../api/headers.js';
+import { HEADER_BATCH_ID, HEADER_FUSED_HANDOFF, recordHeaders } from '../api/headers.js';
 import type { InputRecord, Stage, StageOutput } from '../api/stage.js';
 import type { TopicCodec } from '../codecs/codec.js';
 import type { OutgoingRecord, TransactionalSink } from '../kafka/types.js';
@@ -109,8 +109,10 @@ export class OpenTransaction {
 
   /**
    * Sends one step's outputs. Records for `pinTopic` (fused mode: the next
-   * stage's input) go to this partition and come back as that stage's input
-   * records, with the offsets the broker gave them.
+   * stage's input) go to this partition, marked as handed off (the next
+   * stage processes them in this transaction; every other reader skips
+   * them), and come back as that stage's input records, with the offsets
+   * the broker gave them.
    */
   async send(step: Step, pinTopic?: string): Promise<InputRecord[]> {
     const { stage, out, sources } = step;
@@ -123,12 +125,14 @@ export class OpenTransaction {
     const decoded = new Map<OutgoingRecord, unknown>();
     const all: OutgoingRecord[] = [
       ...messages.map((m) => {
-        const r: OutgoingRecord = { topic: m.topic, key: m.key, value: m.value, ...(m.topic === pinTopic ? { partition } : {}), ...(m.headers ? { headers: m.headers } : {}) };
+        const pinned = m.topic === pinTopic;
+        const headers = pinned ? { ...m.headers, [HEADER_FUSED_HANDOFF]: '1' } : m.headers;
+        const r: OutgoingRecord = { topic: m.topic, key: m.key, value: m.value, ...(pinned ? { partition } : {}), ...(headers ? { headers } : {}) };
         if (m.topic === pinTopic && m.decoded !== undefined) decoded.set(r, m.decoded);
         return r;
       }),
       ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d), headers: recordHeaders(d.batch_id, d.weight_version) })),
-      ...(changelogTopic ? out.changelog.map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
+      ...(changelogTopic ? [...out.changelog, ...messages.flatMap((m) => m.changelog ?? [])].map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
     ];
     const written: InputRecord[] = [];
     for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
@@ -179,8 +183,11 @@ export class OpenTransaction {
 
   /**
    * A record over the size limit would fail the whole transaction and stall
-   * the partition; it becomes a `record_too_large` dead letter instead (and a
-   * dead letter that is itself too large keeps coordinates, not payloads).
+   * the partition; it becomes a `record_too_large` dead letter instead,
+   * carrying the input records of its own group (same key: every topic is
+   * keyed by group id, or by batch id for batch records), not the whole
+   * batch's. A dead letter keeps its source values when it fits under the
+   * limit, else only their coordinates (`dlq redrive` reads them there).
    */
   private enforceSizes(out: StageOutput, sources: InputRecord[], stageName: string): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
     const limit = this.o.maxMessageBytes - 4096;
@@ -191,26 +198,28 @@ export class OpenTransaction {
         messages.push(m);
         continue;
       }
+      m.dropped?.();
+      const own = sources.filter((r) => r.key !== null && r.key.toString('utf8') === m.key);
       deadLetters.push({
         reason: 'record_too_large',
         message: `${stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
         stage: stageName,
         group_id: m.key,
-        batch_id: null,
+        batch_id: m.headers?.[HEADER_BATCH_ID] ?? null,
         row_indices: [],
         missing_row_indices: [],
-        records: sources.map((r) => ({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: null })),
+        records: own.map((r) => ({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: r.value })),
         produced_at: Date.now(),
       });
     }
     return {
       messages,
       deadLetters: deadLetters.map((d) => {
-        const size = d.records.reduce((n, r) => n + (r.value?.length ?? 0), 0);
+        const size = d.records.reduce((n, r) => n + (r.value?.length ?? 0) + (r.key?.length ?? 0) + 64, d.message.length);
         if (size <= limit) return d;
         return {
           ...d,
-          message: `${d.message} [original payloads omitted: ${size} bytes exceed the record size limit; read them at the source offsets]`,
+          message: `${d.message} [original payloads omitted: ${size} bytes exceed the record size limit; dlq redrive reads them at their source offsets]`,
           records: d.records.map((r) => ({ ...r, value: null })),
         };
       }),

@@ -31,6 +31,8 @@ export interface StageContext {
   rows?: RowResolver;
   /** `runtime.intermediate_records` is `reference`: write group-complete and penalized by reference. */
   references: boolean;
+  /** Informational log lines of stages (pack's idempotent replays). */
+  log?: (message: string) => void;
 }
 
 export type StageBuilder = (ctx: StageContext) => Promise<Stage[]>;
@@ -70,6 +72,7 @@ export const STAGE_REGISTRY: Record<PipelineStage, StageBuilder> = {
       penalizedCodec: await c.codec('penalized', c.topics.penalized),
       packedCodec: await c.codec('packed', c.topics.packed, { packedWire: c.config.pack.wire_dtypes }),
       ...(c.rows ? { rows: c.rows } : {}),
+      ...(c.log ? { log: c.log } : {}),
     }),
   ],
 };

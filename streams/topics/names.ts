@@ -22,11 +22,14 @@ export const ACCUMULATE_CHANGELOG = 'rollout-stream.accumulate-changelog';
 export const BATCH_PROGRESS = 'rollout-stream.batch-progress';
 /** The batch-metrics aggregator's compacted changelog. */
 export const BATCH_METRICS_CHANGELOG = 'rollout-stream.batch-metrics-changelog';
+/** Pack's compacted ledger of the groups it packed (streams/stages/pack-ledger.ts): a group is packed once. */
+export const PACK_LEDGER = 'rollout-stream.pack-ledger';
 
 export type TopicNames = Record<TopicRole, string> & {
   accumulateChangelog: string;
   batchProgress: string;
   batchMetricsChangelog: string;
+  packLedger: string;
 };
 
 export function topicNames(prefix: string): TopicNames {
@@ -38,6 +41,7 @@ export function topicNames(prefix: string): TopicNames {
     accumulateChangelog: `${prefix}${ACCUMULATE_CHANGELOG}`,
     batchProgress: `${prefix}${BATCH_PROGRESS}`,
     batchMetricsChangelog: `${prefix}${BATCH_METRICS_CHANGELOG}`,
+    packLedger: `${prefix}${PACK_LEDGER}`,
   };
 }
 
@@ -71,7 +75,7 @@ export function topicSpecs(config: Config): TopicSpec[] {
     { name: 'cleanup.policy', value: 'compact' },
     { name: 'min.compaction.lag.ms', value: '60000' },
   ];
-  for (const topic of [names.accumulateChangelog, names.batchMetricsChangelog]) {
+  for (const topic of [names.accumulateChangelog, names.batchMetricsChangelog, names.packLedger]) {
     specs.push({ topic, kind: null, numPartitions: config.topics.partitions, configEntries: compacted });
   }
   specs.push({ topic: names.batchProgress, kind: null, numPartitions: config.topics.partitions, configEntries: common });

@@ -144,29 +144,34 @@ describe('dlq', () => {
     expect(redriven[0]!.value.equals(source.value!)).toBe(true);
   });
 
-  test('dlq redrive refuses a dead letter whose original values were omitted, and says where to read them', async () => {
+  test('dlq redrive reads omitted values back at their source offsets, and refuses a dead letter whose source is gone', async () => {
     const codec = await new TopicCodec('deadLetter', subjectOf(env.names.deadLetter), env.registry).init();
-    const tooLarge: DeadLetterRecord = {
+    const source = (await dlq(['list', '--reason', 'undecodable'])).entries[0]!.record.records[0]!;
+    const omitted = (group: string, s: DeadLetterRecord['records'][number]): DeadLetterRecord => ({
       reason: 'record_too_large',
       message: 'pack output is 70000000 bytes [original payloads omitted]',
       stage: 'pack',
-      group_id: `${env.prefix}huge`,
+      group_id: group,
       batch_id: 'b000009',
       row_indices: [],
       missing_row_indices: [],
-      records: [{ topic: env.names.penalized, partition: 2, offset: '17', key: Buffer.from(`${env.prefix}huge`), value: null }],
+      records: [{ ...s, value: null }],
       produced_at: Date.now(),
-    };
+    });
+    const gone = omitted(`${env.prefix}gone`, { topic: env.names.penalized, partition: 2, offset: '999999', key: Buffer.from(`${env.prefix}gone`), value: null });
+    const there = omitted(`${env.prefix}there`, source);
     const producer = env.kafka.producer();
     await producer.connect();
-    await producer.send({ topic: env.names.deadLetter, messages: [{ key: tooLarge.group_id, value: codec.encode(tooLarge) }] });
+    await producer.send({ topic: env.names.deadLetter, messages: [gone, there].map((d) => ({ key: d.group_id, value: codec.encode(d) })) });
     await producer.disconnect();
 
-    const r = await dlq(['redrive', '--reason', 'record_too_large']);
+    const r = await dlq(['redrive', '--reason', 'record_too_large', '--dry-run']);
     expect(r.code).toBe(1);
-    expect(r.redrive!.republished).toEqual([]);
-    expect(r.redrive!.refused).toHaveLength(1);
+    expect(r.redrive!.refused.map((e) => e.record.group_id)).toEqual([gone.group_id]);
     expect(r.stdout).toContain('REFUSED');
-    expect(r.stdout).toContain(`${env.names.penalized}/2@17`);
+    expect(r.stdout).toContain(`${env.names.penalized}/2@999999 can no longer be read`);
+    // The other one's value was read back at its offset: the exact bytes the dead letter could not carry.
+    expect(r.redrive!.republished).toEqual([{ topic: source.topic, partition: source.partition, offset: source.offset, key: source.key!.toString(), bytes: source.value!.length, readBack: true }]);
+    expect(r.stdout).toContain('read back at its offset');
   });
 });
