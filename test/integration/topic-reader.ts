@@ -1,6 +1,12 @@
-/** Reads a topic from the beginning with read_committed until a condition holds. */
+/**
+ * Reads a topic from the beginning with read_committed until a condition
+ * holds. Chunk sets come out as one record at their first chunk's offset
+ * (the Reassembler of streams/chunks/); a set that cannot be read whole
+ * fails the read.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
+import { Reassembler } from '../../streams/chunks/reassembler.js';
 
 export interface ReadRecord {
   key: string;
@@ -24,6 +30,7 @@ export async function readTopic(
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   const records: ReadRecord[] = [];
+  const sets = new Map<number, Reassembler>();
   let satisfied = false;
   try {
     await new Promise<void>((resolve, reject) => {
@@ -39,7 +46,15 @@ export async function readTopic(
       void consumer
         .run({
           eachMessage: async ({ message, partition }) => {
-            records.push({ key: message.key?.toString() ?? '', value: Buffer.from(message.value!), partition, offset: message.offset });
+            let re = sets.get(partition);
+            if (!re) sets.set(partition, (re = new Reassembler({ start: message.offset, trusted: false, maxHeldBytes: Number.MAX_SAFE_INTEGER, chunkWaitMs: Number.MAX_SAFE_INTEGER })));
+            const headers: Record<string, Buffer> = {};
+            for (const [k, v] of Object.entries(message.headers ?? {})) if (Buffer.isBuffer(v)) headers[k] = v;
+            re.push({ topic, partition, offset: message.offset, timestamp: Number(message.timestamp), key: message.key ?? null, value: message.value ?? null, headers }, Date.now());
+            for (const r of re.take()) {
+              if (r.kind !== 'record') return reject(new Error(`${topic} ${partition}@${r.offset}: a chunk set that cannot be read whole (${r.kind})`));
+              records.push({ key: r.key?.toString() ?? '', value: Buffer.from(r.value!), partition, offset: r.offset });
+            }
           },
         })
         .catch(reject);
