@@ -113,23 +113,24 @@ export class ChunkedGroupSource implements GroupSource {
     });
   }
 
+  /**
+   * One poll of the inner source (so it waits as the inner one does); what
+   * completes nothing is handed back to it at once, and the caller's next
+   * poll fetches on.
+   */
   async poll(maxWaitMs: number): Promise<FetchedBatch[]> {
-    const deadline = this.now() + maxWaitMs;
-    for (;;) {
-      const out: FetchedBatch[] = [];
-      for (const [p, st] of this.states) {
-        if (this.hasOuter(p)) continue;
-        for (const b of st.deferred.splice(0)) out.push(...(await this.absorb(b)));
-      }
-      const left = Math.max(0, deadline - this.now());
-      const batches = await this.inner.poll(out.length > 0 ? 0 : left);
-      for (const b of batches) {
-        if (this.hasOuter(b.partition)) this.state(b.partition).deferred.push(b);
-        else out.push(...(await this.absorb(b)));
-      }
-      out.push(...this.expireOpenSets());
-      if (out.length > 0 || this.now() >= deadline) return out;
+    const out: FetchedBatch[] = [];
+    for (const [p, st] of this.states) {
+      if (this.hasOuter(p)) continue;
+      for (const b of st.deferred.splice(0)) out.push(...(await this.absorb(b)));
     }
+    const batches = await this.inner.poll(out.length > 0 ? 0 : maxWaitMs);
+    for (const b of batches) {
+      if (this.hasOuter(b.partition)) this.state(b.partition).deferred.push(b);
+      else out.push(...(await this.absorb(b)));
+    }
+    out.push(...this.expireOpenSets());
+    return out;
   }
 
   release(batch: FetchedBatch, next: Offset | null): void {
