@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
-import { Reassembler } from '../../streams/chunks/reassembler.js';
+import { reassembling } from '../../streams/chunks/chunked-messages.js';
 
 export interface ReadRecord {
   key: string;
@@ -30,8 +30,8 @@ export async function readTopic(
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   const records: ReadRecord[] = [];
-  const sets = new Map<number, Reassembler>();
   let satisfied = false;
+  const onMessage = reassembling(topic, (r) => void records.push({ key: r.key?.toString() ?? '', value: Buffer.from(r.value!), partition: r.partition, offset: r.offset }));
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`timed out reading ${topic}: ${records.length} records`)), timeoutMs);
@@ -46,14 +46,10 @@ export async function readTopic(
       void consumer
         .run({
           eachMessage: async ({ message, partition }) => {
-            let re = sets.get(partition);
-            if (!re) sets.set(partition, (re = new Reassembler({ start: message.offset, trusted: false, maxHeldBytes: Number.MAX_SAFE_INTEGER, chunkWaitMs: Number.MAX_SAFE_INTEGER })));
-            const headers: Record<string, Buffer> = {};
-            for (const [k, v] of Object.entries(message.headers ?? {})) if (Buffer.isBuffer(v)) headers[k] = v;
-            re.push({ topic, partition, offset: message.offset, timestamp: Number(message.timestamp), key: message.key ?? null, value: message.value ?? null, headers }, Date.now());
-            for (const r of re.take()) {
-              if (r.kind !== 'record') return reject(new Error(`${topic} ${partition}@${r.offset}: a chunk set that cannot be read whole (${r.kind})`));
-              records.push({ key: r.key?.toString() ?? '', value: Buffer.from(r.value!), partition, offset: r.offset });
+            try {
+              await onMessage(partition, message);
+            } catch (e) {
+              reject(e);
             }
           },
         })
