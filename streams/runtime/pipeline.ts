@@ -12,6 +12,7 @@ import { resolveIngestConfig } from '../../processors/ingest-config.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createClient } from '../kafka/clients.js';
+import { chunkReaderOptions } from '../chunks/chunked-client.js';
 import type { KafkaClient, OffsetReader } from '../kafka/types.js';
 import { holdGuards, isModeConflict, protocolsOf, settleFusedTransactions, type Guards } from './mode-guard.js';
 import { createRowReader } from '../kafka/kafkajs/offset-reader.js';
@@ -174,7 +175,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
     throw new ConfigError('runtime.fused', `fused mode runs accumulate, postprocess and pack together; runtime.stages is ${o.stages.join(',')}`);
   }
   // One client library for the mode checks, the guards and the drain; each runner gets its own client id.
-  const client = o.io?.client('pipeline') ?? (await createClient(config.kafka, 'pipeline'));
+  const client = o.io?.client('pipeline') ?? (await createClient(config.kafka, 'pipeline', chunkReaderOptions(config.kafka, config.runtime)));
   const mode = fused ? await checkFused(client, config) : { undrained: null };
   let reportFatal!: (e: RolloutStreamError) => void;
   const failed = new Promise<RolloutStreamError>((resolve) => (reportFatal = resolve));
@@ -206,7 +207,7 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
   const protocolsFor = (stage: Stage) => (stage.name === 'batch-metrics' ? undefined : protocolsOf(fused ? 'fused' : 'separate'));
   // One client per runner: its group source and its sinks belong together (a KIP-447 client commits offsets through its own member).
   const clients = new Map<string, KafkaClient>();
-  for (const name of [...plan.map((p) => p.client), 'postprocess', 'pack']) if (!clients.has(name)) clients.set(name, o.io?.client(name) ?? (await createClient(config.kafka, name)));
+  for (const name of [...plan.map((p) => p.client), 'postprocess', 'pack']) if (!clients.has(name)) clients.set(name, o.io?.client(name) ?? (await createClient(config.kafka, name, chunkReaderOptions(config.kafka, config.runtime))));
   const makeRunner = (stage: Stage, clientName: string, downstream?: Stage[]) =>
     new StageRunner({
       client: clients.get(clientName)!,
