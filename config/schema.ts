@@ -136,8 +136,24 @@ export const kafkaConfigSchema = z.strictObject({
     .strictObject({ username: z.string(), password: z.string() })
     .nullable()
     .default(null),
-  /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
+  /**
+   * The record limit (bytes) of a topic whose own `max.message.bytes` cannot
+   * be read (no DescribeConfigs), and the most bytes one produce request
+   * carries. Writers read each topic's own limit from the broker; a value
+   * above it travels as a chunk set.
+   */
   max_message_bytes: z.number().int().positive().default(67_108_864),
+  /**
+   * The largest value (bytes) any writer sends, chunked or not (4 GiB): only
+   * above it is a value `record_too_large`.
+   */
+  max_value_bytes: z.number().int().positive().max(2 ** 32).default(2 ** 32),
+  /**
+   * Whether writers cut a value above its topic's limit into a chunk set.
+   * `false` (while readers that know chunk sets are being rolled out): such
+   * a value is `record_too_large` as before.
+   */
+  chunk_records: z.boolean().default(true),
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
   /**
    * The Kafka client library the stage runners use (streams/kafka/):
@@ -161,6 +177,12 @@ export const topicsConfigSchema = z
   .strictObject({
     prefix: z.string().default(''),
     partitions: z.number().int().positive().default(4),
+    /**
+     * `max.message.bytes` `topics create` gives the pipeline's topics. null:
+     * `kafka.max_message_bytes`. The compacted changelogs always get
+     * `kafka.max_message_bytes` (their records are never chunked).
+     */
+    max_message_bytes: z.number().int().positive().nullable().default(null),
     /**
      * Replicas of every pipeline topic. null: decided by `topics create` from
      * the brokers the cluster has then (1 on one broker, 3 on three or more).

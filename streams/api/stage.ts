@@ -15,7 +15,10 @@ export type StageName = PipelineStage | 'batch-metrics';
 export interface InputRecord {
   topic: string;
   partition: number;
+  /** Its offset; a chunked record's is its first chunk's. */
   offset: string;
+  /** The offset to commit past it (a chunked record: past its last chunk); absent: `offset` + 1. */
+  next?: string;
   key: Buffer | null;
   value: Buffer | null;
   /** Broker timestamp, epoch ms. */

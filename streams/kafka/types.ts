@@ -83,6 +83,12 @@ export interface KafkaAdmin {
   brokerCount(): Promise<number>;
   /** A consumer group's state, its assignment protocol ('' when none) and its member count (0 for a group that does not exist). */
   describeGroup(groupId: string): Promise<{ state: string; protocol: string; members: number }>;
+  /**
+   * The current values of the configs `names` of each of `topics`
+   * (describeConfigs; a config the broker does not report is absent). Throws
+   * `authorization_failed` for a user without DescribeConfigs on a topic.
+   */
+  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>>;
   close(): Promise<void>;
 }
 
@@ -298,8 +304,6 @@ export interface OpsAdmin extends KafkaAdmin {
   existingTopics(topics: readonly string[]): Promise<Set<string>>;
   /** Creates `topics` (none of them may exist yet), without waiting for their leaders. */
   createTopics(topics: NewTopic[]): Promise<void>;
-  /** The current values of the configs `names` of each of `topics` (a config the broker does not report is absent). */
-  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>>;
   /**
    * Waits until every partition of `topics` has a leader, also while the
    * broker asked does not know a just-created topic yet. Throws
