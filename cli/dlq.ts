@@ -159,7 +159,7 @@ export async function redrive(kafka: OpsClient, selected: DlqEntry[], dryRun: bo
     }
   }
   if (dryRun || byTopic.size === 0) return result;
-  const sink = await kafka.idempotentSink();
+  const sink = await kafka.chunkingSink();
   try {
     await sink.send([...byTopic.values()].flat());
   } finally {

@@ -318,6 +318,13 @@ export interface IdempotentSinkOptions {
   compression?: CompressionName;
 }
 
+export interface ChunkingSinkOptions extends IdempotentSinkOptions {
+  /** The transactional id of the producer that writes chunk sets (default `rollout-stream.publisher.<uuid>`). */
+  transactionalId?: string;
+  /** Where the one line per topic whose limit cannot be read goes (default stderr). */
+  log?: (line: string) => void;
+}
+
 export interface TailOptions {
   /** Longest a fetch waits for new records (default 100 ms). */
   maxWaitMs?: number;
@@ -359,6 +366,15 @@ export interface OpsClient {
    * those of the first answer. The caller closes it.
    */
   idempotentSink(o?: IdempotentSinkOptions): Promise<IdempotentSink>;
+  /**
+   * An idempotent sink for values of any size up to `kafka.max_value_bytes`:
+   * a value above its topic's `max.message.bytes` (read from the broker) is
+   * written as a chunk set in a transaction of its own, on a transactional
+   * producer created at the first such value; the rest as `idempotentSink`
+   * writes them. Its positions are those of first chunks, with `lastOffset`
+   * the last chunk's. The caller closes it.
+   */
+  chunkingSink(o?: ChunkingSinkOptions): Promise<IdempotentSink & { send(records: OutgoingRecord[]): Promise<Array<RecordPosition & { lastOffset: Offset }>> }>;
   /**
    * Follows `topics` from the beginning as records arrive (read_committed, no
    * offsets committed); resolves once `onRecord` will see every record from
