@@ -165,6 +165,28 @@ describe('topology test driver', () => {
   test.each([
     ['separate stages', false],
     ['fused stages', true],
+  ])('%s: rollout.packed limit lowered under a running pack (record_limit_changed): the transaction aborts, the task rebuilds and chunks at the new limit, exactly once', async (_name, fused) => {
+    const events = loadgenEvents(48);
+    const want = await offlineRun(events);
+    const records = asRecords(events);
+    const d = await newDriver();
+    const a = await d.startInstance('a', { fused });
+    const half = Math.floor(records.length / 2);
+    d.produce('rowCompleted', records.slice(0, half));
+    await d.runUntilIdle();
+    expect(d.committedRecords('packed').length, 'nothing chunked at 64 MiB').toBe(wholeRecords(d.cluster, d.topics.packed).length);
+    d.cluster.setTopicConfig(d.topics.packed, 'max.message.bytes', String(CHUNKED));
+    d.produce('rowCompleted', records.slice(half));
+    await d.runUntilIdle();
+    await expectExactlyOnce(d, want);
+    expect(a.logs.some((l) => l.includes('record_limit_changed')), `a's log names the refusal:\n${a.logs.slice(-8).join('\n')}`).toBe(true);
+    expect(d.committedRecords('packed').length, 'later groups went as chunk sets').toBeGreaterThan(want.packed.size);
+    expect(d.health(a).status).toBe(200);
+  });
+
+  test.each([
+    ['separate stages', false],
+    ['fused stages', true],
   ])('%s: groups of about 3 MB into a 64 KiB rollout.packed arrive as chunk sets, each whole once and byte-equal to the unchunked offline run', async (_name, fused) => {
     const events = [
       ...generateEvents({
