@@ -5,8 +5,11 @@
  * the limit from describeConfigs. What is written is read back read_committed
  * (OpsClient.scan) through the Reassembler and compared byte for byte.
  */
+import '../../streams/kafka/kafkajs/speedups.js'; // before kafkajs loads (createKafka refuses a kafkajs without the send-retry fix)
+import kafkajs from 'kafkajs';
 import { afterEach, describe, expect, test } from 'vitest';
 import { generateEvents } from '../../loadgen/index.js';
+import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
 import { isChunk } from '../../streams/chunks/chunk-format.js';
 import { ChunkingTransactionalSink } from '../../streams/chunks/chunking-sink.js';
 import { Reassembler, type WholeRecord } from '../../streams/chunks/reassembler.js';
@@ -16,13 +19,18 @@ import { createClient } from '../../streams/kafka/clients.js';
 import type { KafkaClient, ScanRecord } from '../../streams/kafka/types.js';
 import { createPublisher } from '../../streams/publish/publisher.js';
 import { subjectOf, topicNames } from '../../streams/topics/names.js';
-import { testEnv, type TestEnv } from './helpers.js';
+import { expectedRun } from './exactly-once-expectations.js';
+import { connectRowProducer, testEnv, type TestEnv } from './helpers.js';
+import { kill, startStage, writeTestConfig, type StageProcess } from './stage-processes.js';
 
 const MiB = 1024 * 1024;
 
 let env: TestEnv | undefined;
 const closers: Array<() => Promise<void>> = [];
+let procs: StageProcess[] = [];
 afterEach(async () => {
+  await Promise.all(procs.map((p) => kill(p)));
+  procs = [];
   for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
   await env?.close();
   env = undefined;
@@ -144,5 +152,113 @@ describe('chunked records: writers against the real broker', () => {
       expect(decoded.kind === 'row' && decoded.row.group_id).toBe(row.group_id);
     },
     180_000,
+  );
+
+  /** Sets `topic`'s max.message.bytes on the broker (what an operator's kafka-configs --alter does). */
+  async function setLimit(e: TestEnv, topic: string, bytes: number): Promise<void> {
+    await e.admin.alterConfigs({ validateOnly: false, resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'max.message.bytes', value: String(bytes) }] }] });
+  }
+
+  /** Σ high watermarks of `topic`. */
+  async function recordsIn(e: TestEnv, topic: string): Promise<number> {
+    const admin = await e.ops.admin();
+    const offsets = await admin.topicOffsets(topic).finally(() => admin.close());
+    return offsets.reduce((n, o) => n + Number(o.high), 0);
+  }
+
+  /**
+   * rollout.packed read whole once every expected group is there: waits
+   * (cheaply, on the high watermarks) for at least `minRecords` offsets,
+   * reads it through the Reassembler, and checks after a pause that nothing
+   * more was written (a duplicate would be).
+   */
+  async function packedWhole(e: TestEnv, groups: number, minRecords: number, timeoutMs: number, procsToBlame: StageProcess[]): Promise<WholeRecord[]> {
+    const until = Date.now() + timeoutMs;
+    const packed = topicNames(e.prefix).packed;
+    const blame = () => procsToBlame.map((p) => `${p.name}: ${p.log.slice(-6).join('\n')}`).join('\n');
+    while ((await recordsIn(e, packed)) < minRecords) {
+      if (Date.now() > until) throw new Error(`rollout.packed below ${minRecords} offsets; last lines:\n${blame()}`);
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    for (;;) {
+      const { whole } = await readWhole(e, packed);
+      if (new Set(whole.map((w) => w.key!.toString())).size >= groups) {
+        const high = await recordsIn(e, packed);
+        await new Promise((r) => setTimeout(r, 5000));
+        expect(await recordsIn(e, packed), 'nothing written to rollout.packed after every group was there').toBe(high);
+        return whole;
+      }
+      if (Date.now() > until) throw new Error(`${whole.length} of ${groups} groups packed; last lines:\n${blame()}`);
+      await new Promise((r) => setTimeout(r, 5000));
+    }
+  }
+
+  function expectPackedOnce(whole: WholeRecord[], want: Map<string, Buffer>, minChunks: number): void {
+    const keys = whole.map((w) => w.key!.toString());
+    expect(keys.filter((k, i) => keys.indexOf(k) !== i), 'groups packed more than once').toEqual([]);
+    expect([...keys].sort()).toEqual([...want.keys()].sort());
+    for (const w of whole) {
+      expect(w.value!.subarray(HEADER_BYTES).equals(want.get(w.key!.toString())!), `packed bytes of ${w.key} equal offline all`).toBe(true);
+      expect(w.chunks, `chunks of ${w.key}`).toBeGreaterThanOrEqual(minChunks);
+    }
+  }
+
+  const routerReplayEvents = (runId: string, groups: number) => [...generateEvents({ batches: 1, groupsPerBatch: groups, generations: 8, seed: 32, profile: 'router-replay-32k', runId })];
+  /** Fewest offsets the chunk sets of `want` take at `limit` (a chunk carries less than the limit). */
+  const minChunks = (want: Map<string, Buffer>, limit: number) => [...want.values()].reduce((n, v) => n + Math.ceil(v.length / limit), 0);
+
+  test.each([
+    [1, 'fused', 2],
+    [8, 'separate', 1],
+  ] as const)(
+    'router-replay-32k groups (8 rows × 32k tokens) pack exactly once through a %d MiB rollout.packed, %s, %d group(s) (limit discovered; kafka.max_message_bytes 64 MiB), byte-equal to offline all, no dead letter',
+    async (mib, mode, groups) => {
+      env = await testEnv(`chunk-pack-${mib}`);
+      const e = env;
+      const names = topicNames(e.prefix);
+      await setLimit(e, names.packed, mib * MiB);
+      const events = routerReplayEvents(`${e.prefix}run`, groups);
+      const want = await expectedRun(e.config, events);
+      for (const v of want.packed.values()) expect(v.length).toBeGreaterThan(100_000_000);
+      const configPath = writeTestConfig(e.prefix);
+      const p = startStage('all', 'accumulate,postprocess,pack', configPath, [mode === 'fused' ? '--fused' : '--separate']);
+      procs.push(p);
+      const producer = await connectRowProducer(e, 16 * MiB);
+      await producer.send(events);
+      await producer.disconnect();
+      const whole = await packedWhole(e, want.packed.size, minChunks(want.packed, mib * MiB), 300_000, [p]);
+      expectPackedOnce(whole, want.packed, Math.ceil(100_000_000 / (mib * MiB)));
+      expect((await readWhole(e, names.deadLetter)).whole, 'dead letters').toEqual([]);
+      expect(p.log.filter((l) => /record_too_large|record limit of/.test(l))).toEqual([]);
+    },
+    400_000,
+  );
+
+  test(
+    'separate mode: pack SIGKILLed mid chunk set (chunks.mid-set) and restarted loses and repeats nothing',
+    async () => {
+      env = await testEnv('chunk-crash');
+      const e = env;
+      const names = topicNames(e.prefix);
+      await setLimit(e, names.packed, MiB);
+      const events = routerReplayEvents(`${e.prefix}run`, 1);
+      const want = await expectedRun(e.config, events);
+      const configPath = writeTestConfig(e.prefix);
+      procs.push(startStage('accumulate', 'accumulate', configPath), startStage('postprocess', 'postprocess', configPath));
+      const victim = startStage('pack', 'pack', configPath, ['--crash-at', 'chunks.mid-set:3']);
+      procs.push(victim);
+      const producer = await connectRowProducer(e, 16 * MiB);
+      await producer.send(events);
+      await producer.disconnect();
+      const code = await Promise.race([victim.exited, new Promise<'alive'>((r) => setTimeout(() => r('alive'), 240_000))]);
+      expect(code === 'alive' ? 'still running' : `${code}/${victim.child.signalCode}`, `pack died at chunks.mid-set:\n${victim.log.slice(-10).join('\n')}`).toBe('null/SIGKILL');
+      expect(victim.log.some((l) => l.includes('crash point chunks.mid-set reached (3)'))).toBe(true);
+      const again = startStage('pack', 'pack', configPath);
+      procs.push(again);
+      const whole = await packedWhole(e, want.packed.size, minChunks(want.packed, MiB), 300_000, [again]);
+      expectPackedOnce(whole, want.packed, 90);
+      expect((await readWhole(e, names.deadLetter)).whole, 'dead letters').toEqual([]);
+    },
+    600_000,
   );
 });
