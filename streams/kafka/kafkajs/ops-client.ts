@@ -25,6 +25,7 @@ import { createKafka } from './client.js';
 import { scanRanges } from './scan.js';
 import { KafkajsEveryPartitionSink, KafkajsTransactionalSink } from './sink.js';
 import { tailTopics } from './tail.js';
+import { chunkedOpsClient, chunkReaderOptions } from '../../chunks/chunked-client.js';
 
 /** A chunk producer's transaction timeout: how long a writer killed mid-set holds its partition's readers back. */
 const CHUNK_TRANSACTION_TIMEOUT_MS = 30_000;
@@ -74,5 +75,6 @@ export class KafkajsOpsClient implements OpsClient {
 
 /** An OpsClient for `config`; `clientSuffix` distinguishes the processes' client ids (`<client_id>-<suffix>`). */
 export function createOpsClient(config: KafkaConfig, clientSuffix = ''): OpsClient {
-  return new KafkajsOpsClient(createKafka(config, clientSuffix), config);
+  // Scans and tails hand on whole records (sets begun before a start are reported on stderr); chunkingSink writes them.
+  return chunkedOpsClient(new KafkajsOpsClient(createKafka(config, clientSuffix), config), chunkReaderOptions(config));
 }
