@@ -149,6 +149,34 @@ describe('topology test driver', () => {
   test.each([
     ['separate stages', false],
     ['fused stages', true],
+  ])('%s: every topic at 64 KiB (topics.max_message_bytes): rows of ~800 KB arrive chunked, every stage reads and writes chunk sets, each group once, byte-equal to the offline run', async (_name, fused) => {
+    const events = [
+      ...generateEvents({
+        batches: 1,
+        groupsPerBatch: 2,
+        generations: 4,
+        seed: 49,
+        profile: 'router-replay',
+        shape: { generatedTokens: { median: 2000, sigma: 0, min: 2000, max: 2000 }, turns: { max: 1, continueProbability: 0 } },
+        runId: 't49',
+      }),
+    ];
+    const want = await offlineRun(events);
+    const small = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 }, runtime: { poison: { attempts: 2, backoff_ms: 0 } }, topics: { max_message_bytes: 64 * 1024 } });
+    const d = await newDriver(small);
+    expect(d.cluster.topicConfig(d.topics.rowCompleted)['max.message.bytes']).toBe(String(64 * 1024));
+    await d.startInstance('a', { fused });
+    const rows = await d.produceChunked('rowCompleted', asRecords(events), 60 * 1024);
+    expect(rows.filter((r) => r.chunks > 1)).toHaveLength(8);
+    await d.runUntilIdle();
+    await expectExactlyOnce(d, want);
+    for (const r of d.committedRecords('packed')) expect(r.value!.length).toBeLessThan(64 * 1024);
+    expect(d.committedRecords('packed').length).toBeGreaterThan(2 * 40);
+  });
+
+  test.each([
+    ['separate stages', false],
+    ['fused stages', true],
   ])('%s: rollout.packed limit lowered under a running pack (record_limit_changed): the transaction aborts, the task rebuilds and chunks at the new limit, exactly once', async (_name, fused) => {
     const events = loadgenEvents(48);
     const want = await offlineRun(events);
