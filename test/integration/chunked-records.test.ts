@@ -211,12 +211,13 @@ describe('chunked records: writers against the real broker', () => {
     [1, 'fused', 2],
     [8, 'separate', 1],
   ] as const)(
-    'router-replay-32k groups (8 rows × 32k tokens) pack exactly once through a %d MiB rollout.packed, %s, %d group(s) (limit discovered; kafka.max_message_bytes 64 MiB), byte-equal to offline all, no dead letter',
+    'router-replay-32k groups (8 rows × 32k tokens) pack exactly once through %d MiB topics (topics.max_message_bytes; kafka.max_message_bytes 64 MiB, so the limit is discovered), %s, %d group(s): rows and packed groups chunked, byte-equal to offline all, no dead letter',
     async (mib, mode, groups) => {
-      env = await testEnv(`chunk-pack-${mib}`);
+      // Every topic but the changelogs created at the limit: rows (~12.6 MB) are published as chunk sets too.
+      env = await testEnv(`chunk-pack-${mib}`, [[['topics', 'max_message_bytes'], mib * MiB]]);
       const e = env;
       const names = topicNames(e.prefix);
-      await setLimit(e, names.packed, mib * MiB);
+      expect(e.config.kafka.max_message_bytes).toBe(64 * MiB);
       const events = routerReplayEvents(`${e.prefix}run`, groups);
       const want = await expectedRun(e.config, events);
       for (const v of want.packed.values()) expect(v.length).toBeGreaterThan(100_000_000);
