@@ -145,10 +145,10 @@ export function planSends(records: readonly OutgoingRecord[], o: PlanOptions): S
 export type ChunkedPosition = RecordPosition & { lastOffset: string; chunks: number };
 
 /** Per input record, its position from the acknowledged positions of each send of `plan`. */
-export function positionsOf(plan: SendPlan, acks: ReadonlyArray<readonly RecordPosition[]>): ChunkedPosition[] {
+export function positionsOf(plan: SendPlan, acked: ReadonlyArray<readonly RecordPosition[]>): ChunkedPosition[] {
   return plan.records.map((p) => {
-    const first = acks[p.first.send]![p.first.at]!;
-    const last = acks[p.last.send]![p.last.at]!;
+    const first = acked[p.first.send]![p.first.at]!;
+    const last = acked[p.last.send]![p.last.at]!;
     return { ...first, lastOffset: last.offset, chunks: p.chunks };
   });
 }

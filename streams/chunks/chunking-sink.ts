@@ -58,17 +58,17 @@ export async function sendChunked(records: readonly OutgoingRecord[], send: (rec
   // Sends whose end leaves a set open: chunk k of n written, k < n.
   const midSet = new Set<number>();
   for (const p of plan.records) if (p.chunks > 1) for (let s = p.first.send; s < p.last.send; s++) midSet.add(s);
-  const acks: RecordPosition[][] = [];
+  const acked: RecordPosition[][] = [];
   for (let i = 0; i < plan.sends.length; i++) {
     try {
-      acks.push(await send(plan.sends[i]!));
+      acked.push(await send(plan.sends[i]!));
     } catch (e) {
       if (e instanceof RolloutStreamError && e.code === 'record_limit_changed') o.limits.forget(topics);
       throw e;
     }
     if (midSet.has(i)) crashPoint('chunks.mid-set');
   }
-  return positionsOf(plan, acks);
+  return positionsOf(plan, acked);
 }
 
 export class ChunkingTransactionalSink implements TransactionalSink {
