@@ -1,9 +1,13 @@
 /**
- * Records of any size on the real broker (docs/design-chunked-records.md):
- * the writers' half. Topics created with `topics.max_message_bytes` = 1 MiB
- * while `kafka.max_message_bytes` stays 64 MiB, so every writer has to learn
- * the limit from describeConfigs. What is written is read back read_committed
- * (OpsClient.scan) through the Reassembler and compared byte for byte.
+ * Records of any size on the real broker (docs/design-chunked-records.md).
+ * Topics created with `topics.max_message_bytes` (1 or 8 MiB) while
+ * `kafka.max_message_bytes` stays 64 MiB, so every writer has to learn the
+ * limit from describeConfigs: the stage sink on both clients, the publisher,
+ * and whole pipelines of router-replay-32k groups (rows and packed groups
+ * chunked, the stages reading chunk sets); a pack SIGKILLed mid set (only
+ * rollout.packed lowered to 1 MiB there, with the broker's alterConfigs).
+ * What is written is read back read_committed (OpsClient.scan) through the
+ * Reassembler and compared byte for byte.
  */
 import '../../streams/kafka/kafkajs/speedups.js'; // before kafkajs loads (createKafka refuses a kafkajs without the send-retry fix)
 import kafkajs from 'kafkajs';
