@@ -185,7 +185,7 @@ export async function redrive(kafka: OpsClient, selected: DlqEntry[], dryRun: bo
     });
   }
   if (dryRun || out.length === 0) return result;
-  const sink = await kafka.idempotentSink();
+  const sink = await kafka.chunkingSink();
   try {
     await sink.send(out);
   } finally {

@@ -256,7 +256,7 @@ class Republisher {
   ) {}
 
   async connect(): Promise<void> {
-    this.sink = await this.kafka.idempotentSink();
+    this.sink = await this.kafka.chunkingSink();
   }
 
   async push(r: ScanRecord): Promise<void> {

@@ -114,7 +114,7 @@ export async function rerunPostprocess(o: {
     });
     after.set(group.group_id, { rewards: new Map(result.penalized.rows.map((r) => [r.row_index, r.total_reward])), metrics: result.metrics });
   }
-  const sink = await o.kafka.idempotentSink();
+  const sink = await o.kafka.chunkingSink();
   try {
     const records = out.flatMap((t) => t.messages);
     if (records.length > 0) await sink.send(records);

@@ -193,8 +193,24 @@ export const kafkaConfigSchema = z.strictObject({
    * the registry does not hold stops start-up naming the subject.
    */
   register_schemas: z.boolean().default(true),
-  /** Largest record (bytes) accepted end to end; matches the broker's message.max.bytes. */
+  /**
+   * The record limit (bytes) of a topic whose own `max.message.bytes` cannot
+   * be read (no DescribeConfigs), and the most bytes one produce request
+   * carries. Writers read each topic's own limit from the broker; a value
+   * above it travels as a chunk set.
+   */
   max_message_bytes: z.number().int().positive().default(67_108_864),
+  /**
+   * The largest value (bytes) any writer sends, chunked or not (4 GiB): only
+   * above it is a value `record_too_large`.
+   */
+  max_value_bytes: z.number().int().positive().max(2 ** 32).default(2 ** 32),
+  /**
+   * Whether writers cut a value above its topic's limit into a chunk set.
+   * `false` (while readers that know chunk sets are being rolled out): such
+   * a value is `record_too_large` as before.
+   */
+  chunk_records: z.boolean().default(true),
   /** Producer compression of every stage output (the packed topic can recompress on the broker: `topics.packed_compression`). */
   compression: z.enum(['none', 'gzip', 'snappy', 'lz4', 'zstd']).default('none'),
   /**
@@ -229,6 +245,12 @@ export const topicsConfigSchema = z
     prefix: z.string().default(''),
     /** Partitions of every pipeline topic (`topics create`): the most processes one stage can spread over. */
     partitions: z.number().int().positive().default(4),
+    /**
+     * `max.message.bytes` `topics create` gives the pipeline's topics. null:
+     * `kafka.max_message_bytes`. The compacted changelogs always get
+     * `kafka.max_message_bytes` (their records are never chunked).
+     */
+    max_message_bytes: z.number().int().positive().nullable().default(null),
     /**
      * Replicas of every pipeline topic. null: decided by `topics create` from
      * the brokers the cluster has then (1 on one broker, 3 on three or more).

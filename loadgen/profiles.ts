@@ -92,7 +92,7 @@ export interface RowShape {
   maxWeightLag: number;
 }
 
-export type ProfileName = 'default' | 'published-max' | 'router-replay' | 'small';
+export type ProfileName = 'default' | 'published-max' | 'router-replay' | 'router-replay-32k' | 'small';
 
 /** A named load profile. `generations`/`groupsPerBatch` are the sizes a CLI should use when none are given. */
 export interface Profile {
@@ -190,6 +190,24 @@ export const PROFILES: Record<ProfileName, Profile> = {
     groupsPerBatch: 32,
     reorderWindowGroups: 8,
     shape: { ...PUBLISHED_MAX_SHAPE, routes: { layers: 48, topk: 8, numExperts: 128, dtype: 'int8' } },
+  },
+  'router-replay-32k': {
+    name: 'router-replay-32k',
+    description: 'groups of 8 single-turn rows of exactly 32,768 tokens with routed experts [48 layers, top-8] int8: ≈12.6 MB per row, ≥100 MB packed per group (records far above a topic limit)',
+    rowsPerSecond: 40,
+    generations: 8,
+    groupsPerBatch: 2,
+    reorderWindowGroups: 1,
+    shape: {
+      ...PUBLISHED_MAX_SHAPE,
+      promptTokens: { median: 128, sigma: 0, min: 128, max: 128 },
+      // Every row is cut at the context budget: 128 prompt tokens + 32,640 generated = 32,768 (routes alone: 8 × 32,640 × 384 B = 100.3 MB).
+      generatedTokens: { median: 32_768, sigma: 0, min: 32_768, max: 32_768 },
+      maxTotalTokens: 32_768,
+      turns: { max: 1, continueProbability: 0 },
+      routes: { layers: 48, topk: 8, numExperts: 128, dtype: 'int8' },
+      textCharsPerToken: 0,
+    },
   },
   small: {
     name: 'small',

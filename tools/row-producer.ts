@@ -63,7 +63,7 @@ export class RowProducer {
     } finally {
       await admin.close();
     }
-    this.sink = await this.kafka.idempotentSink({ compression: this.o.compression ?? 'none' });
+    this.sink = await this.kafka.chunkingSink({ compression: this.o.compression ?? 'none' });
   }
 
   async send(events: Iterable<LoadgenEvent | GymResultEvent>): Promise<ProduceProgress> {

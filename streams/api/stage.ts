@@ -16,6 +16,7 @@ export type StageName = PipelineStage | 'batch-metrics';
 export interface InputRecord {
   topic: string;
   partition: number;
+  /** Its offset; a chunked record's is its first chunk's. */
   offset: string;
   key: Buffer | null;
   value: Buffer | null;

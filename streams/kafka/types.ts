@@ -86,6 +86,12 @@ export interface KafkaAdmin {
   brokerCount(): Promise<number>;
   /** A consumer group's state, its assignment protocol ('' when none) and its member count (0 for a group that does not exist). */
   describeGroup(groupId: string): Promise<{ state: string; protocol: string; members: number }>;
+  /**
+   * The current values of the configs `names` of each of `topics`
+   * (describeConfigs; a config the broker does not report is absent). Throws
+   * `authorization_failed` for a user without DescribeConfigs on a topic.
+   */
+  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>>;
   close(): Promise<void>;
 }
 
@@ -346,8 +352,6 @@ export interface OpsAdmin extends KafkaAdmin {
   existingTopics(topics: readonly string[]): Promise<Set<string>>;
   /** Creates `topics` (none of them may exist yet), without waiting for their leaders. */
   createTopics(topics: NewTopic[]): Promise<void>;
-  /** The current values of the configs `names` of each of `topics` (a config the broker does not report is absent). */
-  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>>;
   /**
    * Waits until every partition of `topics` has a leader, also while the
    * broker asked does not know a just-created topic yet. Throws
@@ -360,6 +364,13 @@ export interface OpsAdmin extends KafkaAdmin {
 export interface IdempotentSinkOptions {
   /** Producer compression of every record (default none). */
   compression?: CompressionName;
+}
+
+export interface ChunkingSinkOptions extends IdempotentSinkOptions {
+  /** The transactional id of the producer that writes chunk sets (default `rollout-stream.publisher.<uuid>`). */
+  transactionalId?: string;
+  /** Where the one line per topic whose limit cannot be read goes (default stderr). */
+  log?: (line: string) => void;
 }
 
 export interface TailOptions {
@@ -405,6 +416,15 @@ export interface OpsClient {
    * those of the first answer. The caller closes it.
    */
   idempotentSink(o?: IdempotentSinkOptions): Promise<IdempotentSink>;
+  /**
+   * An idempotent sink for values of any size up to `kafka.max_value_bytes`:
+   * a value above its topic's `max.message.bytes` (read from the broker) is
+   * written as a chunk set in a transaction of its own, on a transactional
+   * producer created at the first such value; the rest as `idempotentSink`
+   * writes them. Its positions are those of first chunks, with `lastOffset`
+   * the last chunk's. The caller closes it.
+   */
+  chunkingSink(o?: ChunkingSinkOptions): Promise<IdempotentSink & { send(records: OutgoingRecord[]): Promise<Array<RecordPosition & { lastOffset: Offset }>> }>;
   /**
    * Follows `topics` from the beginning as records arrive (read_committed, no
    * offsets committed); resolves once `onRecord` will see every record from

@@ -23,7 +23,7 @@ import { rowCompletedToAvro, type RowCompletedEvent } from '../codecs/record-map
  * Why a record was refused: a row rule of `validateRow` (SPEC §3 codes),
  * `invalid_gym_result` (the GymResult structure), `invalid_batch_end`,
  * `not_encodable` (a value the Avro schema cannot hold, e.g. a fractional
- * `produced_at`), `record_too_large` (over `kafka.max_message_bytes`).
+ * `produced_at`), `record_too_large` (over `kafka.max_value_bytes`).
  */
 export type PublishRejectReason = Exclude<RowRejectReason, 'nan_logprobs'> | 'invalid_gym_result' | 'invalid_batch_end' | 'not_encodable' | 'record_too_large';
 

@@ -23,15 +23,18 @@ export interface PublisherTransport {
 }
 
 /**
- * A transport over `kafka`'s idempotent sink for `topic`: idempotent (so a
+ * A transport over `kafka`'s chunking sink for `topic`: idempotent (so a
  * retried request never writes a record twice), acks=all, one request in
  * flight (so records of a partition keep their order across retries), no
  * topic auto-creation, every partition checked in the broker's answer (a
  * leader change can make the client skip one: OpsClient.idempotentSink).
- * Closing the transport closes `kafka`. Throws `RolloutStreamError`
- * (`topic_missing`) when the topic does not exist.
+ * A row above the topic's `max.message.bytes` is written as a chunk set in
+ * a transaction of its own (OpsClient.chunkingSink; `transactionalId` names
+ * that producer, default `rollout-stream.publisher.<uuid>`); `send` resolves
+ * once that transaction committed too. Closing the transport closes `kafka`.
+ * Throws `RolloutStreamError` (`topic_missing`) when the topic does not exist.
  */
-export async function connectKafkaTransport(kafka: OpsClient, topic: string, compression: CompressionName = 'none'): Promise<PublisherTransport> {
+export async function connectKafkaTransport(kafka: OpsClient, topic: string, compression: CompressionName = 'none', transactionalId?: string): Promise<PublisherTransport> {
   const admin = await kafka.admin();
   let partitions: number;
   try {
@@ -44,7 +47,7 @@ export async function connectKafkaTransport(kafka: OpsClient, topic: string, com
   } finally {
     await admin.close();
   }
-  const sink = await kafka.idempotentSink({ compression });
+  const sink = await kafka.chunkingSink({ compression, ...(transactionalId !== undefined ? { transactionalId } : {}) });
   return {
     partitions,
     async send(records) {

@@ -13,7 +13,12 @@
  *   every partition, so each partition sees the batch's rows before its marker;
  * - the Kafka producer is idempotent with acks=all, so a retried request
  *   never duplicates a record, and a batch re-sent after a crash produces
- *   identical records that accumulate drops (SPEC §3 rule 3).
+ *   identical records that accumulate drops (SPEC §3 rule 3);
+ * - a row above the topic's `max.message.bytes` (up to `kafka.max_value_bytes`)
+ *   goes as a chunk set in a transaction of its own, on a second,
+ *   transactional producer (`CreatePublisherOptions.transactionalId`), so no
+ *   reader ever sees part of it; `flush` and `endBatch` wait for it as for
+ *   any other record.
  *
  * Records are buffered and sent in batches: `publishRow` resolves once the
  * record is buffered (and waits for a send when the buffer is full, so a
@@ -30,6 +35,7 @@
 import type { Config } from '../../config/schema.js';
 import { RolloutStreamError } from '../../errors/index.js';
 import type { GymResult, RolloutRow } from '../../processors/types.js';
+import { DEFAULT_MAX_VALUE_BYTES } from '../chunks/chunk-format.js';
 import { TopicCodec } from '../codecs/codec.js';
 import { createOpsClient } from '../kafka/kafkajs/ops-client.js';
 import { createRegistry } from '../codecs/schema-registry.js';
@@ -67,7 +73,7 @@ export interface RolloutPublisherOptions {
   transport: PublisherTransport;
   /** The value bytes of a row-completed event (a registry-backed `TopicCodec` in production). */
   encode: (event: RowCompletedEvent) => Buffer;
-  /** Larger values are refused as `record_too_large` (the topic's `max.message.bytes`; default 64 MiB). */
+  /** Larger values are refused as `record_too_large` (`kafka.max_value_bytes`: below it the transport chunks what its topic cannot take whole; default 4 GiB). */
   maxRecordBytes?: number;
   /** Send when this many value bytes are buffered (default 1 MiB). */
   flushBytes?: number;
@@ -93,7 +99,7 @@ export class RolloutPublisher {
   private readonly lingerMs: number;
 
   constructor(private readonly o: RolloutPublisherOptions) {
-    this.maxRecordBytes = o.maxRecordBytes ?? 64 * 1024 * 1024;
+    this.maxRecordBytes = o.maxRecordBytes ?? DEFAULT_MAX_VALUE_BYTES;
     this.flushBytes = o.flushBytes ?? 1024 * 1024;
     this.flushRecords = o.flushRecords ?? 500;
     this.lingerMs = o.lingerMs ?? 5;
@@ -194,7 +200,7 @@ export class RolloutPublisher {
       throw new PublishValidationError(record, 'not_encodable', encodeProblem(event, cause), id, { cause });
     }
     if (value.length > this.maxRecordBytes) {
-      throw new PublishValidationError(record, 'record_too_large', `${value.length} bytes exceed the limit of ${this.maxRecordBytes} (kafka.max_message_bytes)`, id);
+      throw new PublishValidationError(record, 'record_too_large', `${value.length} bytes exceed the ceiling of ${this.maxRecordBytes} (kafka.max_value_bytes)`, id);
     }
     const partition = partitionForKey(id.group_id, this.partitions);
     this.push({ key: id.group_id, value, partition });
@@ -237,6 +243,13 @@ export class RolloutPublisher {
 export interface CreatePublisherOptions {
   /** Suffix of the Kafka client id (default `publisher`). */
   clientSuffix?: string;
+  /**
+   * The transactional id of the producer that writes rows above the topic's
+   * limit as chunk sets (default `rollout-stream.publisher.<uuid>`). A fixed
+   * one lets a restarted publisher abort what a killed one left open at once
+   * instead of after its transaction timeout; the user needs WRITE on it.
+   */
+  transactionalId?: string;
   /** Overrides of the buffering knobs. */
   flushBytes?: number;
   flushRecords?: number;
@@ -253,7 +266,7 @@ export async function createPublisher(config: Config, options: CreatePublisherOp
   const topic = topicNames(config.topics.prefix).rowCompleted;
   const kafka = createOpsClient(config.kafka, options.clientSuffix ?? 'publisher');
   // The topic first: a wrong prefix must not leave a schema subject behind.
-  const transport = await connectKafkaTransport(kafka, topic, config.kafka.compression);
+  const transport = await connectKafkaTransport(kafka, topic, config.kafka.compression, options.transactionalId);
   let codec: TopicCodec<'rowCompleted'>;
   try {
     codec = await new TopicCodec('rowCompleted', subjectOf(topic), createRegistry(config.kafka)).init();
@@ -264,7 +277,8 @@ export async function createPublisher(config: Config, options: CreatePublisherOp
   return new RolloutPublisher({
     transport,
     encode: (e) => codec.encode(e),
-    maxRecordBytes: config.kafka.max_message_bytes,
+    // Above the topic's limit a row travels as a chunk set (OpsClient.chunkingSink); only the ceiling refuses it.
+    maxRecordBytes: config.kafka.max_value_bytes,
     ...(options.flushBytes !== undefined ? { flushBytes: options.flushBytes } : {}),
     ...(options.flushRecords !== undefined ? { flushRecords: options.flushRecords } : {}),
     ...(options.lingerMs !== undefined ? { lingerMs: options.lingerMs } : {}),

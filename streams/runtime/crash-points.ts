@@ -12,6 +12,8 @@
  * - `tx.after-downstream`: fused, a later node processed, before its send
  * - `tx.after-offsets`: every group's offsets sent, before the commit
  * - `tx.after-commit`: committed, before the batch is released to the consumer
+ * - `chunks.mid-set`: a send of a chunk set acknowledged with chunks still to
+ *   send (the Nth arrival: after the Nth such send; streams/chunks/chunking-sink.ts)
  *
  * In process (the topology test driver, streams/testing/) nothing is
  * killed: a handler set with `setCrashHandler` hears every arrival, armed or
@@ -20,7 +22,7 @@
  */
 import { RolloutStreamError } from '../../errors/index.js';
 
-export const CRASH_POINTS = ['fence.after', 'restore.during', 'restore.after', 'tx.after-send', 'tx.after-downstream', 'tx.after-offsets', 'tx.after-commit'] as const;
+export const CRASH_POINTS = ['fence.after', 'restore.during', 'restore.after', 'tx.after-send', 'tx.after-downstream', 'tx.after-offsets', 'tx.after-commit', 'chunks.mid-set'] as const;
 
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 

@@ -217,6 +217,8 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       deadLetterTopic: topics.deadLetter,
       deadLetterCodec,
       maxMessageBytes: config.kafka.max_message_bytes,
+      maxValueBytes: config.kafka.max_value_bytes,
+      chunkRecords: config.kafka.chunk_records,
       compression: config.kafka.compression,
       maxInflightBytes: config.runtime.max_inflight_bytes,
       transactionTimeoutMs: config.runtime.transaction_timeout_ms,

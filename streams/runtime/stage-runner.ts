@@ -24,6 +24,8 @@ import { Restorer } from './restorer.js';
 import type { ChainNode } from './stream-task.js';
 import { TaskManager } from './task-manager.js';
 import { TransactionWriter } from './transaction-writer.js';
+import { ChunkingTransactionalSink } from '../chunks/chunking-sink.js';
+import { RecordLimits } from '../chunks/record-limits.js';
 import { restoreChangelog } from './changelog-restore.js';
 
 export type { Logger } from './logger.js';
@@ -38,7 +40,12 @@ export interface StageRunnerOptions {
   groupId: string;
   deadLetterTopic: string;
   deadLetterCodec: TopicCodec<'deadLetter'>;
+  /** `kafka.max_message_bytes`: the limit of a topic whose own cannot be read, and the bytes of one produce request. */
   maxMessageBytes: number;
+  /** `kafka.max_value_bytes`: the largest value written, chunked or not (default 4 GiB). */
+  maxValueBytes?: number;
+  /** `kafka.chunk_records` (default true): values above their topic's limit are written as chunk sets. */
+  chunkRecords?: boolean;
   /** Upper bound on bytes fetched and held per stage (backpressure). */
   maxInflightBytes: number;
   transactionTimeoutMs: number;
@@ -95,6 +102,8 @@ export class StageRunner {
       deadLetterTopic: o.deadLetterTopic,
       deadLetterCodec: o.deadLetterCodec,
       maxMessageBytes: o.maxMessageBytes,
+      ...(o.maxValueBytes !== undefined ? { maxValueBytes: o.maxValueBytes } : {}),
+      ...(o.chunkRecords !== undefined ? { chunkRecords: o.chunkRecords } : {}),
       metrics: o.metrics,
     });
     const restorer = new Restorer({
@@ -115,10 +124,17 @@ export class StageRunner {
       }
       return n;
     };
+    // Every task's sink writes a value above its topic's limit (read from the broker) as a chunk set;
+    // the compacted changelogs never (compaction would keep one chunk of a key).
+    const limits = new RecordLimits({ admin: () => admin, fallbackBytes: o.maxMessageBytes, log: (line) => o.log.warn(line) });
+    const neverChunk = new Set(chain.map((n) => n.stage.changelogTopic).filter((t): t is string => t !== undefined));
     this.tasks = new TaskManager({
       admin,
       sinkFor: (id) =>
-        o.client.transactionalSink(id, { transactionTimeoutMs: o.transactionTimeoutMs, partitionsOf, ...(o.compression ? { compression: o.compression } : {}) }),
+        new ChunkingTransactionalSink(
+          o.client.transactionalSink(id, { transactionTimeoutMs: o.transactionTimeoutMs, partitionsOf, ...(o.compression ? { compression: o.compression } : {}) }),
+          { limits, partitionsOf, requestBudget: o.maxMessageBytes, neverChunk, enabled: o.chunkRecords !== false },
+        ),
       reader: o.reader,
       chain,
       chainName,
@@ -245,6 +261,7 @@ function deferredAdmin(current: () => KafkaAdmin | null): KafkaAdmin {
     committedOffsets: (groupId, topic) => now().committedOffsets(groupId, topic),
     brokerCount: () => now().brokerCount(),
     describeGroup: (groupId) => now().describeGroup(groupId),
+    topicConfigs: (topics, names) => now().topicConfigs(topics, names),
     close: async () => undefined,
   };
 }

@@ -124,7 +124,9 @@ export class StreamTask {
         tx.phase(step.stage.name, 'send');
         crashPoint('tx.after-send');
         if (!next || written.length === 0) break;
-        const past = BigInt(written[written.length - 1]!.offset) + 1n;
+        // Past the last write (its last chunk when it went as a chunk set).
+        const lastWrite = written[written.length - 1]!;
+        const past = lastWrite.next !== undefined ? BigInt(lastWrite.next) : BigInt(lastWrite.offset) + 1n;
         const h = this.handoffs.get(i);
         if (!this.foreign || (h && !h.dirty && BigInt(written[0]!.offset) === h.expectedEnd)) {
           // Nothing foreign since what is accounted for: the group's offset moves past these writes (the commit marker follows them).

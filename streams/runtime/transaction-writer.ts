@@ -1,9 +1,11 @@
 /**
  * One transaction of one input partition (Kafka Streams' RecordCollector):
  * each step's outputs, dead letters and changelog records, with size limits
- * enforced, sent in chunks under the broker's request size; records for the
- * next fused stage pinned to the input partition and handed back with their
- * offsets; the consumer groups' offsets; the commit, and the metrics of what
+ * enforced (a value above its topic's limit is cut into a chunk set by the
+ * task's sink, streams/chunks/chunking-sink.ts; only one above
+ * `kafka.max_value_bytes` is a `record_too_large` dead letter); records for
+ * the next fused stage pinned to the input partition and handed back whole
+ * with their offsets; the consumer groups' offsets; the commit, and the metrics of what
  * it committed. Once the transaction has settled (committed or aborted) the
  * values it carried are handed to their stage's `release` (pack recycles
  * their memory then, never while the client may still hold them).
@@ -12,33 +14,10 @@ import type { DeadLetterRecord } from '../api/dead-letter-record.js';
 import { HEADER_BATCH_ID, HEADER_FUSED_HANDOFF, recordHeaders } from '../api/headers.js';
 import type { InputRecord, Stage, StageOutput } from '../api/stage.js';
 import type { TopicCodec } from '../codecs/codec.js';
-import type { OutgoingRecord, TransactionalSink } from '../kafka/types.js';
+import type { OutgoingRecord, RecordPosition, TransactionalSink } from '../kafka/types.js';
+import { DEFAULT_MAX_VALUE_BYTES } from '../chunks/chunk-format.js';
 import { crashPoint } from './crash-points.js';
 import type { RuntimeMetrics } from './metrics.js';
-
-/**
- * Splits one transaction's messages into produce requests that stay under
- * the broker's request size (socket.request.max.bytes = 2 × message.max.bytes
- * in our broker config): each chunk carries at most `maxMessageBytes` bytes of
- * values, or a single message.
- */
-export function splitBySize<T extends { value: Buffer | null }>(items: T[], maxMessageBytes: number): T[][] {
-  const chunks: T[][] = [];
-  let current: T[] = [];
-  let bytes = 0;
-  for (const item of items) {
-    const size = (item.value?.length ?? 0) + 256;
-    if (current.length > 0 && bytes + size > maxMessageBytes) {
-      chunks.push(current);
-      current = [];
-      bytes = 0;
-    }
-    current.push(item);
-    bytes += size;
-  }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
-}
 
 /** One stage's part of a transaction: what it produced from which inputs. */
 export interface Step {
@@ -52,7 +31,12 @@ export interface TransactionWriterOptions {
   chainName: string;
   deadLetterTopic: string;
   deadLetterCodec: TopicCodec<'deadLetter'>;
+  /** `kafka.max_message_bytes`: the limit when chunking is off. */
   maxMessageBytes: number;
+  /** `kafka.max_value_bytes`: the largest value sent, chunked or not (default 4 GiB). */
+  maxValueBytes?: number;
+  /** `kafka.chunk_records` (default true): false, and a value above `maxMessageBytes` − 4 KiB is `record_too_large` as before chunk sets. */
+  chunkRecords?: boolean;
   metrics: RuntimeMetrics;
 }
 
@@ -134,19 +118,20 @@ export class OpenTransaction {
       ...deadLetters.map((d) => ({ topic: this.o.deadLetterTopic, key: d.group_id ?? '', value: this.o.deadLetterCodec.encode(d), headers: recordHeaders(d.batch_id, d.weight_version) })),
       ...(changelogTopic ? [...out.changelog, ...messages.flatMap((m) => m.changelog ?? [])].map((c) => ({ topic: changelogTopic, key: c.key, value: c.value, partition })) : []),
     ];
+    // The task's sink cuts the sends (per partition under the topic's limit, in all under the request
+    // budget) and chunk sets; it answers one position per record, a chunked one's first and last offset.
+    const positions: Array<RecordPosition & { lastOffset?: string }> = all.length === 0 ? [] : await this.sink.send(all);
     const written: InputRecord[] = [];
-    for (const chunk of splitBySize(all, this.o.maxMessageBytes)) {
-      const positions = await this.sink.send(chunk);
-      if (pinTopic === undefined) continue;
-      const now = Date.now();
-      chunk.forEach((r, i) => {
-        if (r.topic !== pinTopic) return;
-        const at = positions[i]!;
-        const input: InputRecord = { topic: pinTopic, partition, offset: at.offset, key: Buffer.from(r.key as string), value: r.value, timestamp: now };
-        if (decoded.has(r)) input.decoded = decoded.get(r);
-        written.push(input);
-      });
-    }
+    if (pinTopic === undefined) return written;
+    const now = Date.now();
+    all.forEach((r, i) => {
+      if (r.topic !== pinTopic) return;
+      const at = positions[i]!;
+      // The whole value goes on in process, at its first chunk's offset; `next` is past its last.
+      const input: InputRecord = { topic: pinTopic, partition, offset: at.offset, next: (BigInt(at.lastOffset ?? at.offset) + 1n).toString(), key: Buffer.from(r.key as string), value: r.value, timestamp: now };
+      if (decoded.has(r)) input.decoded = decoded.get(r);
+      written.push(input);
+    });
     return written;
   }
 
@@ -186,11 +171,16 @@ export class OpenTransaction {
    * the partition; it becomes a `record_too_large` dead letter instead,
    * carrying the input records of its own group (same key: every topic is
    * keyed by group id, or by batch id for batch records), not the whole
-   * batch's. A dead letter keeps its source values when it fits under the
-   * limit, else only their coordinates (`dlq redrive` reads them there).
+   * batch's. A dead letter keeps its source values when it fits, else only
+   * their coordinates (`dlq redrive` reads them there). The limit is the
+   * ceiling `kafka.max_value_bytes` (everything below it is chunked as
+   * needed), or with chunking off `kafka.max_message_bytes` less 4 KiB for
+   * the key, headers and framing.
    */
   private enforceSizes(out: StageOutput, sources: InputRecord[], stageName: string): { messages: StageOutput['messages']; deadLetters: DeadLetterRecord[] } {
-    const limit = this.o.maxMessageBytes - 4096;
+    const chunking = this.o.chunkRecords !== false;
+    const limit = chunking ? (this.o.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES) : this.o.maxMessageBytes - 4096;
+    const limitName = chunking ? `${limit}-byte ceiling (kafka.max_value_bytes)` : `${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes; kafka.chunk_records is off)`;
     const messages: StageOutput['messages'] = [];
     const deadLetters = [...out.deadLetters];
     for (const m of out.messages) {
@@ -202,7 +192,7 @@ export class OpenTransaction {
       const own = sources.filter((r) => r.key !== null && r.key.toString('utf8') === m.key);
       deadLetters.push({
         reason: 'record_too_large',
-        message: `${stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${this.o.maxMessageBytes}-byte limit (kafka.max_message_bytes)`,
+        message: `${stageName} output for ${m.key} to ${m.topic} is ${m.value.length} bytes, over the ${limitName}`,
         stage: stageName,
         group_id: m.key,
         batch_id: m.headers?.[HEADER_BATCH_ID] ?? null,

@@ -17,6 +17,12 @@
  * - A group source pulls from its position up to the last stable offset,
  *   one batch out per partition until released; a poll with nothing to
  *   fetch waits (up to its `maxWaitMs`) for the cluster to change.
+ * - Topic configs (`createTopic`'s, `setTopicConfig`): a send with a
+ *   partition's batch over the topic's `max.message.bytes` is refused whole
+ *   (`record_limit_changed`, as the adapters code the broker's
+ *   MESSAGE_TOO_LARGE), batch bytes estimated as the chunk writer does.
+ *   `describeConfigsDenied` makes describeConfigs fail as for a user without
+ *   the ACL.
  * - Connections (`connect`): what one process holds. `kill` stops it dead
  *   (every later call of anything it was handed never answers: no abort, no
  *   leave); `expireSessions` removes its group members as a session timeout
@@ -26,6 +32,7 @@
  */
 import { RolloutStreamError } from '../../errors/index.js';
 import { partitionForKey } from '../topics/partitioner.js';
+import { BATCH_HEADER_BYTES, recordBytes } from '../chunks/chunk-writer.js';
 import type {
   FetchedRecord,
   GroupSourceOptions,
@@ -89,6 +96,9 @@ const toBuffer = (v: string | Buffer | null): Buffer | null => (v === null ? nul
 
 export class MemoryCluster implements KafkaClient {
   private readonly topics = new Map<string, LogEntry[][]>();
+  private readonly configs = new Map<string, Record<string, string>>();
+  /** True: describeConfigs fails with `authorization_failed` (a user without DescribeConfigs). */
+  describeConfigsDenied = false;
   private readonly epochs = new Map<string, number>();
   private readonly openTxns = new Map<string, Txn>();
   /** Log start offsets moved by `deleteRecords` (retention), by `topic/partition`. */
@@ -113,8 +123,23 @@ export class MemoryCluster implements KafkaClient {
     return new MemoryConnection(this, name);
   }
 
-  createTopic(topic: string, partitions: number): void {
-    if (!this.topics.has(topic)) this.topics.set(topic, Array.from({ length: partitions }, () => []));
+  /** Creates `topic` unless it exists, with `configs` (name → value, as `topics create` sets them). */
+  createTopic(topic: string, partitions: number, configs: Record<string, string> | Array<{ name: string; value: string }> = {}): void {
+    if (this.topics.has(topic)) return;
+    this.topics.set(topic, Array.from({ length: partitions }, () => []));
+    this.configs.set(topic, Array.isArray(configs) ? Object.fromEntries(configs.map((c) => [c.name, c.value])) : { ...configs });
+  }
+
+  /** Changes one config of `topic` (what `kafka-configs --alter` does). */
+  setTopicConfig(topic: string, name: string, value: string): void {
+    this.log(topic, 0);
+    this.configs.get(topic)![name] = value;
+  }
+
+  /** The topic's configs (those set; the cluster has no broker defaults). */
+  topicConfig(topic: string): Record<string, string> {
+    this.log(topic, 0);
+    return { ...this.configs.get(topic) };
   }
 
   private log(topic: string, partition: number): LogEntry[] {
@@ -169,9 +194,22 @@ export class MemoryCluster implements KafkaClient {
 
   /** Appends records (placed by partition or murmur2 of the key) and says where they landed. */
   append(records: OutgoingRecord[], txn: Txn | null): RecordPosition[] {
+    const partitionOf = (r: OutgoingRecord) => r.partition ?? (r.key === null ? 0 : partitionForKey(typeof r.key === 'string' ? r.key : new Uint8Array(r.key), this.partitions(r.topic)));
+    const batches = new Map<string, { topic: string; bytes: number }>();
+    for (const r of records) {
+      const tp = `${r.topic}/${partitionOf(r)}`;
+      const b = batches.get(tp) ?? batches.set(tp, { topic: r.topic, bytes: BATCH_HEADER_BYTES }).get(tp)!;
+      b.bytes += recordBytes(r);
+    }
+    for (const [tp, b] of batches) {
+      const limit = Number(this.configs.get(b.topic)?.['max.message.bytes'] ?? Infinity);
+      if (b.bytes > limit) {
+        throw new RolloutStreamError('record_limit_changed', `the batch for ${tp} is ${b.bytes} bytes, over the topic's max.message.bytes of ${limit} (MESSAGE_TOO_LARGE)`);
+      }
+    }
     const positions = records.map((r) => {
       const key = toBuffer(r.key);
-      const partition = r.partition ?? (key === null ? 0 : partitionForKey(new Uint8Array(key), this.partitions(r.topic)));
+      const partition = partitionOf(r);
       const log = this.log(r.topic, partition);
       const offset = BigInt(log.length);
       const headers: Record<string, Buffer> = {};

@@ -224,5 +224,12 @@ class MemoryAdmin implements KafkaAdmin {
     });
   }
 
+  topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>> {
+    return this.live(() => {
+      if (this.cluster.describeConfigsDenied) throw new RolloutStreamError('authorization_failed', `describing the configs of ${topics.join(', ')}: Topic authorization failed (TOPIC_AUTHORIZATION_FAILED)`);
+      return new Map(topics.map((t) => [t, Object.fromEntries(Object.entries(this.cluster.topicConfig(t)).filter(([k]) => names.includes(k)))]));
+    });
+  }
+
   async close(): Promise<void> {}
 }

@@ -98,7 +98,7 @@ export class TopologyTestDriver {
       runtime: { ...o.config.runtime, stages: [...stages] },
     };
     const d = new TopologyTestDriver(config, stages);
-    for (const spec of topicSpecs(config)) d.cluster.createTopic(spec.topic, spec.numPartitions);
+    for (const spec of topicSpecs(config)) d.cluster.createTopic(spec.topic, spec.numPartitions, spec.configEntries);
     const entries = await Promise.all(
       codecKinds.map(async (kind) => {
         const options = kind === 'packed' ? { packedWire: config.pack.wire_dtypes } : {};

@@ -57,7 +57,10 @@ export interface TopicSpec {
 /** Every topic with its configuration: partition counts, size limits, cleanup policy, the packed topic's compression. */
 export function topicSpecs(config: Config): TopicSpec[] {
   const names = topicNames(config.topics.prefix);
-  const maxBytes = String(config.kafka.max_message_bytes);
+  // Writers read each topic's limit back (streams/chunks/record-limits.ts) and chunk what is above it;
+  // compaction would keep one chunk per key, so the changelogs keep the client's own limit.
+  const maxBytes = String(config.topics.max_message_bytes ?? config.kafka.max_message_bytes);
+  const changelogBytes = String(config.kafka.max_message_bytes);
   const common = [
     { name: 'max.message.bytes', value: maxBytes },
     { name: 'cleanup.policy', value: 'delete' },
@@ -71,7 +74,7 @@ export function topicSpecs(config: Config): TopicSpec[] {
       role === 'packed' ? [...common, { name: 'compression.type', value: packedCompression === 'none' ? 'uncompressed' : packedCompression }] : common,
   }));
   const compacted = [
-    { name: 'max.message.bytes', value: maxBytes },
+    { name: 'max.message.bytes', value: changelogBytes },
     { name: 'cleanup.policy', value: 'compact' },
     { name: 'min.compaction.lag.ms', value: '60000' },
   ];

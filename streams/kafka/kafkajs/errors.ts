@@ -52,6 +52,13 @@ const AUTHORIZATION_TEXT = /Not authorized to access|authorization failed|Authen
  */
 const MODE_CONFLICT_TYPES = new Set(['INCONSISTENT_GROUP_PROTOCOL']);
 
+/**
+ * The broker refused a batch as larger than the topic's `max.message.bytes`
+ * (or the request as too large): the limit a writer read was lowered under
+ * it (streams/chunks/record-limits.ts reads it again).
+ */
+const TOO_LARGE_TYPES = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
+
 /** The group moved on without this member: its partitions are someone else's until it rejoins. */
 const REVOKED_TYPES = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION']);
 
@@ -98,6 +105,7 @@ export function kafkaErrorCode(e: unknown): ErrorCode | null {
     return 'authorization_failed';
   }
   if (links.some((c) => c.type !== undefined && MODE_CONFLICT_TYPES.has(c.type))) return 'mode_conflict';
+  if (links.some((c) => c.type !== undefined && TOO_LARGE_TYPES.has(c.type))) return 'record_limit_changed';
   if (links.some((c) => (c.type !== undefined && FENCED_TYPES.has(c.type)) || FENCED_TEXT.test(text(c)))) return 'producer_fenced';
   if (links.some((c) => c.type !== undefined && REVOKED_TYPES.has(c.type))) return 'partition_revoked';
   for (const c of links) {

@@ -1,5 +1,5 @@
 /** KafkaAdmin over the @platformatic/kafka admin client: the cluster questions the runtime and the commands ask. */
-import { Admin } from '@platformatic/kafka';
+import { Admin, ConfigResourceTypes } from '@platformatic/kafka';
 import { RolloutStreamError } from '../../../errors/index.js';
 import type { KafkaAdmin, Offset, PartitionOffsets } from '../types.js';
 import { codedCall } from './errors.js';
@@ -66,6 +66,16 @@ export class PlatformaticAdmin implements KafkaAdmin {
     const groups = await codedCall(`describing group ${groupId}`, () => this.admin.describeGroups({ groups: [groupId] }));
     const g = groups.get(groupId);
     return { state: g?.state ?? 'Dead', protocol: g?.protocol ?? '', members: g?.members.size ?? 0 };
+  }
+
+  async topicConfigs(topics: readonly string[], names: readonly string[]): Promise<Map<string, Record<string, string>>> {
+    if (topics.length === 0) return new Map();
+    const described = await codedCall(`describing the configs of ${topics.join(', ')}`, () =>
+      this.admin.describeConfigs({ resources: topics.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName, configurationKeys: [...names] })) }),
+    );
+    return new Map(
+      described.map((r) => [r.resourceName, Object.fromEntries(r.configs.filter((c) => c.value !== null).map((c) => [c.name, c.value as string]))]),
+    );
   }
 
   async close(): Promise<void> {

@@ -76,6 +76,8 @@ export function platformaticErrorCode(e: unknown): ErrorCode | null {
   if (all.some((c) => c.code === 'PLT_KFK_AUTHENTICATION' || (c.apiId !== undefined && AUTHORIZATION.has(c.apiId)))) return 'authorization_failed';
   // The group's members announce protocols this member shares none of: the other mode (streams/runtime/mode-guard.ts).
   if (all.some((c) => c.apiId === 'INCONSISTENT_GROUP_PROTOCOL')) return 'mode_conflict';
+  // A batch over the topic's max.message.bytes: the limit was lowered under the writer (streams/chunks/record-limits.ts).
+  if (all.some((c) => c.apiId === 'MESSAGE_TOO_LARGE' || c.apiId === 'RECORD_LIST_TOO_LARGE')) return 'record_limit_changed';
   if (all.some((c) => c.apiId !== undefined && FENCED.has(c.apiId))) return 'producer_fenced';
   if (all.some((c) => c.apiId !== undefined && REVOKED.has(c.apiId))) return 'partition_revoked';
   for (const c of all) if (c.apiId !== undefined && TRANSIENT[c.apiId]) return TRANSIENT[c.apiId]!;

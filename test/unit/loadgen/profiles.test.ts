@@ -46,6 +46,18 @@ describe('profiles', () => {
     }
   });
 
+  test('router-replay-32k makes groups of 8 rows of 32,768 tokens with routes, over 100 MB of routes per group', () => {
+    const events = [...generateEvents({ batches: 1, groupsPerBatch: 1, generations: PROFILES['router-replay-32k'].generations, seed: 3, profile: 'router-replay-32k' })];
+    const rows = events.flatMap((e) => (e.kind === 'row' ? [e.row] : []));
+    expect(rows).toHaveLength(8);
+    let routeBytes = 0;
+    for (const row of rows) {
+      expect(row.message_log.reduce((n, m) => n + m.token_ids.length, 0)).toBe(32_768);
+      for (const m of row.message_log.filter(isGenerated)) routeBytes += m.routed_experts!.data.byteLength;
+    }
+    expect(routeBytes).toBeGreaterThan(100_000_000);
+  });
+
   test('the small profile makes rows of tens of tokens', () => {
     const events = [...generateEvents({ batches: 4, groupsPerBatch: 4, generations: 4, seed: 1, profile: 'small' })];
     const sizes = events.flatMap((e) => (e.kind === 'row' ? [e.row.message_log.reduce((n, m) => n + m.token_ids.length, 0)] : []));

@@ -164,7 +164,7 @@ describe('RolloutPublisher', () => {
     const { p, t } = publisher(2, { maxRecordBytes: 200 });
     const big = await refusal(p.publishRow(sampleRows(1)[0]!));
     expect(big.reason).toBe('record_too_large');
-    expect(big.message).toMatch(/exceed the limit of 200/);
+    expect(big.message).toMatch(/exceed the ceiling of 200/);
     const { p: p2 } = publisher();
     const row = sampleRows(1)[0]!;
     row.produced_at = 1.5;

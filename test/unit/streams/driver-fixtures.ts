@@ -9,7 +9,31 @@ import { formatJsonLine, parseJsonLine, type JsonLine } from '../../../json-form
 import type { LoadgenEvent } from '../../../loadgen/index.js';
 import { AvroBodyCodec, type RecordTypes } from '../../../streams/codecs/codec.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
+import { Reassembler } from '../../../streams/chunks/reassembler.js';
+import type { FetchedRecord } from '../../../streams/kafka/types.js';
+import type { MemoryCluster } from '../../../streams/testing/memory-cluster.js';
 import { partitionForKey } from '../../../streams/topics/partitioner.js';
+
+/**
+ * A topic's committed records as a reader that knows chunk sets sees them
+ * (the Reassembler from each partition's start): chunk sets whole, at their
+ * first chunk's offset. Throws on anything but whole records (a partial or
+ * broken set is a failure of the writer under test).
+ */
+export function wholeRecords(cluster: MemoryCluster, topic: string): Array<FetchedRecord & { chunks: number }> {
+  const out: Array<FetchedRecord & { chunks: number }> = [];
+  for (let p = 0; p < cluster.partitions(topic); p++) {
+    const r = new Reassembler({ start: '0', trusted: false, maxHeldBytes: 2 ** 31, chunkWaitMs: 120_000 });
+    for (const rec of cluster.readCommitted(topic, p, 0n, Number.MAX_SAFE_INTEGER).records) {
+      if (r.push(rec, 0) !== null) throw new Error(`${topic}/${p}: a headless chunk at ${rec.offset}`);
+    }
+    for (const w of r.take()) {
+      if (w.kind !== 'record') throw new Error(`${topic}/${p}@${w.offset}: ${w.kind} ${JSON.stringify('incomplete' in w ? w.incomplete : '')}`);
+      out.push(w);
+    }
+  }
+  return out;
+}
 
 /** The rows and BatchEnds of `events`, as row-completed records. */
 export function asRecords(events: LoadgenEvent[]): Array<RecordTypes['rowCompleted']> {

@@ -13,6 +13,7 @@ import { PackError } from '../../../processors/pack-error.js';
 import { RegistryError } from '../../../streams/codecs/schema-registry.js';
 import { UndecodableError } from '../../../streams/codecs/wire-format.js';
 import { isTransientKafkaError, kafkaErrorCode } from '../../../streams/kafka/kafkajs/errors.js';
+import { platformaticErrorCode } from '../../../streams/kafka/platformatic/errors.js';
 import { classify, ProcessingFailure } from '../../../streams/runtime/error-policy.js';
 
 // kafkajs's typings leave out the constructors' options (cause, retry counts).
@@ -102,6 +103,13 @@ describe('kafkajs errors → codes', () => {
     expect(classify(protocolError(INVALID_PRODUCER_EPOCH))).toEqual({ kind: 'task_migrated', code: 'producer_fenced' });
     const retried = new RetriesExceeded(protocolError(PRODUCER_FENCED), { retryCount: 5, retryTime: 100 });
     expect(classify(retried)).toEqual({ kind: 'task_migrated', code: 'producer_fenced' });
+  });
+
+  test('a batch the broker refuses as too large is record_limit_changed (task_migrated: limits read again, abort, rebuild), also wrapped', () => {
+    // MESSAGE_TOO_LARGE is protocol error 10, RECORD_LIST_TOO_LARGE 18.
+    expect(classify(protocolError(10))).toEqual({ kind: 'task_migrated', code: 'record_limit_changed' });
+    expect(classify(new RetriesExceeded(protocolError(18), { retryCount: 1, retryTime: 10 }))).toEqual({ kind: 'task_migrated', code: 'record_limit_changed' });
+    expect(platformaticErrorCode({ code: 'PLT_KFK_PROTOCOL', apiId: 'MESSAGE_TOO_LARGE' })).toBe('record_limit_changed');
   });
 
   test('a broker that went away is transient', () => {

@@ -15,7 +15,7 @@ import { generateEvents, type LoadgenEvent } from '../../../loadgen/index.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
 import { CRASH_POINTS, type CrashPoint } from '../../../streams/runtime/crash-points.js';
 import { TopologyTestDriver } from '../../../streams/testing/topology-driver.js';
-import { asRecords, offlineOutputs, splitLeavingOpenGroups } from './driver-fixtures.js';
+import { asRecords, offlineOutputs, splitLeavingOpenGroups, wholeRecords } from './driver-fixtures.js';
 
 const config: Config = configSchema.parse({
   accumulate: { batch_end_grace_ms: 0 },
@@ -28,8 +28,10 @@ afterEach(async () => {
   driver = null;
 });
 
-async function newDriver(c: Config = config): Promise<TopologyTestDriver> {
+/** A driver on two partitions; `packedLimit`: rollout.packed's max.message.bytes (its packed groups then travel as chunk sets). */
+async function newDriver(c: Config = config, packedLimit?: number): Promise<TopologyTestDriver> {
   driver = await TopologyTestDriver.create({ partitions: 2, config: c });
+  if (packedLimit !== undefined) driver.cluster.setTopicConfig(driver.topics.packed, 'max.message.bytes', String(packedLimit));
   return driver;
 }
 
@@ -65,12 +67,14 @@ async function offlineRun(events: LoadgenEvent[]): Promise<Expected> {
  */
 async function expectExactlyOnce(d: TopologyTestDriver, expected: Expected): Promise<void> {
   const want = expected.packed;
+  // As a reader that knows chunk sets sees them: a chunked packed group once, whole.
+  const whole = (topic: 'groupComplete' | 'penalized' | 'packed') => wholeRecords(d.cluster, d.topics[topic]);
   for (const topic of ['groupComplete', 'penalized', 'packed'] as const) {
-    const keys = d.committedRecords(topic).map((r) => r.key!.toString());
+    const keys = whole(topic).map((r) => r.key!.toString());
     expect(keys.filter((k, i) => keys.indexOf(k) !== i), `groups written to ${topic} more than once`).toEqual([]);
     expect([...keys].sort(), `groups in ${topic}`).toEqual([...want.keys()].sort());
   }
-  for (const r of d.committedRecords('packed')) {
+  for (const r of whole('packed')) {
     expect(r.value!.subarray(HEADER_BYTES).equals(want.get(r.key!.toString())!), `packed bytes of ${r.key} equal the offline result`).toBe(true);
   }
   expect(d.committedRecords('deadLetter')).toEqual([]);
@@ -101,23 +105,28 @@ describe('topology test driver', () => {
   const TX_POINTS: CrashPoint[] = ['tx.after-send', 'tx.after-offsets', 'tx.after-commit'];
   const START_POINTS: CrashPoint[] = ['fence.after', 'restore.during', 'restore.after'];
   // As in test/integration/crash-points.test.ts: the fused victim runs everything, a separate victim one stage (the others run in b).
-  const crashCases: Array<{ mode: string; fused: boolean; point: CrashPoint; victim: PipelineStage[] }> = [
+  // A 2 KiB rollout.packed cuts each small packed group into a chunk set of a few chunks.
+  const CHUNKED = 2048;
+  const crashCases: Array<{ mode: string; fused: boolean; point: CrashPoint; victim: PipelineStage[]; packedLimit?: number }> = [
     ...[...TX_POINTS, 'tx.after-downstream' as const, ...START_POINTS].map((point) => ({ mode: 'fused', fused: true, point, victim: [...PIPELINE_STAGES] })),
     ...[...TX_POINTS, ...START_POINTS].map((point) => ({ mode: 'separate accumulate', fused: false, point, victim: ['accumulate' as const] })),
     ...(['postprocess', 'pack'] as const).flatMap((stage) => TX_POINTS.map((point) => ({ mode: `separate ${stage}`, fused: false, point, victim: [stage] }))),
+    { mode: 'fused, packed chunked', fused: true, point: 'chunks.mid-set', victim: [...PIPELINE_STAGES], packedLimit: CHUNKED },
+    { mode: 'separate pack, packed chunked', fused: false, point: 'chunks.mid-set', victim: ['pack'], packedLimit: CHUNKED },
+    { mode: 'separate pack, packed chunked', fused: false, point: 'tx.after-send', victim: ['pack'], packedLimit: CHUNKED },
   ];
 
   test('the crash cases cover every named crash point', () => {
     expect(new Set(crashCases.map((c) => c.point))).toEqual(new Set(CRASH_POINTS));
   });
 
-  test.each(crashCases)('$mode: an instance that stops dead at $point while a second one takes over loses and duplicates nothing', async ({ fused, point, victim }) => {
+  test.each(crashCases)('$mode: an instance that stops dead at $point while a second one takes over loses and duplicates nothing', async ({ fused, point, victim, packedLimit }) => {
     const events = loadgenEvents(43);
     const want = await offlineRun(events);
     const records = asRecords(events);
     // Groups are open on every partition when a joins: a restore has pending rows to read back.
     const split = splitLeavingOpenGroups(records, 2);
-    const d = await newDriver();
+    const d = await newDriver(config, packedLimit);
     const b = await d.startInstance('b', { fused });
     d.produce('rowCompleted', records.slice(0, split));
     await d.runUntilIdle();
@@ -133,7 +142,86 @@ describe('topology test driver', () => {
     expect(d.health(b).status).toBe(200);
     expect(d.health(a).status).toBeNull();
     // What a left open inside a transaction was aborted by b's fencing, never read.
-    if (['tx.after-send', 'tx.after-downstream', 'tx.after-offsets'].includes(point)) expect(d.cluster.abortedRecords()).toBeGreaterThan(0);
+    if (['tx.after-send', 'tx.after-downstream', 'tx.after-offsets', 'chunks.mid-set'].includes(point)) expect(d.cluster.abortedRecords()).toBeGreaterThan(0);
+    if (packedLimit !== undefined) expect(d.committedRecords('packed').length, 'packed groups went as chunk sets').toBeGreaterThan(want.packed.size);
+  });
+
+  test.each([
+    ['separate stages', false],
+    ['fused stages', true],
+  ])('%s: every topic at 64 KiB (topics.max_message_bytes): rows of ~800 KB arrive chunked, every stage reads and writes chunk sets, each group once, byte-equal to the offline run', async (_name, fused) => {
+    const events = [
+      ...generateEvents({
+        batches: 1,
+        groupsPerBatch: 2,
+        generations: 4,
+        seed: 49,
+        profile: 'router-replay',
+        shape: { generatedTokens: { median: 2000, sigma: 0, min: 2000, max: 2000 }, turns: { max: 1, continueProbability: 0 } },
+        runId: 't49',
+      }),
+    ];
+    const want = await offlineRun(events);
+    const small = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 }, runtime: { poison: { attempts: 2, backoff_ms: 0 } }, topics: { max_message_bytes: 64 * 1024 } });
+    const d = await newDriver(small);
+    expect(d.cluster.topicConfig(d.topics.rowCompleted)['max.message.bytes']).toBe(String(64 * 1024));
+    await d.startInstance('a', { fused });
+    const rows = await d.produceChunked('rowCompleted', asRecords(events), 60 * 1024);
+    expect(rows.filter((r) => r.chunks > 1)).toHaveLength(8);
+    await d.runUntilIdle();
+    await expectExactlyOnce(d, want);
+    for (const r of d.committedRecords('packed')) expect(r.value!.length).toBeLessThan(64 * 1024);
+    expect(d.committedRecords('packed').length).toBeGreaterThan(2 * 40);
+  });
+
+  test.each([
+    ['separate stages', false],
+    ['fused stages', true],
+  ])('%s: rollout.packed limit lowered under a running pack (record_limit_changed): the transaction aborts, the task rebuilds and chunks at the new limit, exactly once', async (_name, fused) => {
+    const events = loadgenEvents(48);
+    const want = await offlineRun(events);
+    const records = asRecords(events);
+    const d = await newDriver();
+    const a = await d.startInstance('a', { fused });
+    const half = Math.floor(records.length / 2);
+    d.produce('rowCompleted', records.slice(0, half));
+    await d.runUntilIdle();
+    expect(d.committedRecords('packed').length, 'nothing chunked at 64 MiB').toBe(wholeRecords(d.cluster, d.topics.packed).length);
+    d.cluster.setTopicConfig(d.topics.packed, 'max.message.bytes', String(CHUNKED));
+    d.produce('rowCompleted', records.slice(half));
+    await d.runUntilIdle();
+    await expectExactlyOnce(d, want);
+    expect(a.logs.some((l) => l.includes('record_limit_changed')), `a's log names the refusal:\n${a.logs.slice(-8).join('\n')}`).toBe(true);
+    expect(d.committedRecords('packed').length, 'later groups went as chunk sets').toBeGreaterThan(want.packed.size);
+    expect(d.health(a).status).toBe(200);
+  });
+
+  test.each([
+    ['separate stages', false],
+    ['fused stages', true],
+  ])('%s: groups of about 3 MB into a 64 KiB rollout.packed arrive as chunk sets, each whole once and byte-equal to the unchunked offline run', async (_name, fused) => {
+    const events = [
+      ...generateEvents({
+        batches: 1,
+        groupsPerBatch: 2,
+        generations: 4,
+        seed: 47,
+        profile: 'router-replay',
+        shape: { generatedTokens: { median: 2000, sigma: 0, min: 2000, max: 2000 }, turns: { max: 1, continueProbability: 0 } },
+        runId: 't47',
+      }),
+    ];
+    const want = await offlineRun(events);
+    for (const v of want.packed.values()) expect(v.length).toBeGreaterThan(3_000_000);
+    const d = await newDriver(config, 64 * 1024);
+    await d.startInstance('a', { fused });
+    d.produce('rowCompleted', asRecords(events));
+    await d.runUntilIdle();
+    await expectExactlyOnce(d, want);
+    const packed = wholeRecords(d.cluster, d.topics.packed);
+    for (const r of packed) expect(r.chunks, `chunks of ${r.key}`).toBeGreaterThanOrEqual(Math.ceil(3_000_000 / (64 * 1024)));
+    // Every chunk within the topic's limit (the memory cluster refuses a larger batch, as the broker does).
+    for (const r of d.committedRecords('packed')) expect(r.value!.length).toBeLessThan(64 * 1024);
   });
 
   test.each([
