@@ -1,7 +1,7 @@
 /**
  * Writes into the middle of the pipeline on a real broker: groups
  * dead-lettered at pack (or postprocess) because `kafka.max_message_bytes`
- * was set too low for their output, the limit raised and the pipeline
+ * was set too low for their output (with `kafka.chunk_records: false`), the limit raised and the pipeline
  * restarted, then `dlq redrive` run twice (and, fused, `replay --to-topic`
  * of penalized into itself) while the pipeline runs: every group is packed
  * exactly once, byte-equal to the offline runner, in fused and in separate
@@ -56,7 +56,8 @@ async function expectPackedOnce(env: OpsEnv, want: Map<string, Buffer>): Promise
 /** Runs the pipeline with `tight` as its size limit until `GROUPS` dead letters are written, then again with the topics' own limit. */
 async function deadLetterThenRaise(env: OpsEnv, fused: boolean, tight: number, runId: string): Promise<RunningPipeline> {
   const start = (config: Config) => startPipeline({ config, configDir: process.cwd(), stages: [...ALL], log: quietLog, fused, metricsPort: 0 });
-  const first = await start({ ...env.config, kafka: { ...env.config.kafka, max_message_bytes: tight } });
+  // Chunking off: with it on, an output above the limit is written as a chunk set instead of a dead letter.
+  const first = await start({ ...env.config, kafka: { ...env.config.kafka, max_message_bytes: tight, chunk_records: false } });
   try {
     await env.produce(eventsOf(runId));
     await env.settle(0, GROUPS);

@@ -16,7 +16,10 @@ import { TopologyTestDriver, type DriverInstance } from '../../../streams/testin
 import { asRecords, offlinePacked } from './driver-fixtures.js';
 
 const PARTITIONS = 2;
-/** Packed values of these groups are 7.5-10 kB, penalized ones 2.4 kB: a 9,096-byte limit (5,000 after the margin) takes only pack's outputs. */
+/**
+ * Packed values of these groups are 7.5-10 kB, penalized ones 2.4 kB: a 9,096-byte limit (5,000 after the margin) with chunking
+ * off (`kafka.chunk_records: false`; with it on, a value above the limit is chunked, not dead-lettered) takes only pack's outputs.
+ */
 const TIGHT = 9_096;
 const events = () => [...generateEvents({ batches: 1, groupsPerBatch: 4, generations: 8, seed: 3, profile: 'small', runId: 'rd' })];
 
@@ -61,7 +64,7 @@ describe('writes into the middle of the pipeline', () => {
   test.each(['fused', 'separate'] as const)(
     '%s: groups dead-lettered at pack carry their own penalized record; redriven twice after the limit is raised, each is packed once',
     async (mode) => {
-      const config: Config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 }, kafka: { max_message_bytes: TIGHT } });
+      const config: Config = configSchema.parse({ accumulate: { batch_end_grace_ms: 0 }, kafka: { max_message_bytes: TIGHT, chunk_records: false }, topics: { max_message_bytes: 67_108_864 } });
       const want = await offlinePacked(events(), configSchema.parse({ accumulate: { batch_end_grace_ms: 0 } }));
       const d = (driver = await TopologyTestDriver.create({ partitions: PARTITIONS, config }));
       const fused = mode === 'fused';
@@ -83,6 +86,7 @@ describe('writes into the middle of the pipeline', () => {
 
       await d.stopInstance(first);
       (config.kafka as { max_message_bytes: number }).max_message_bytes = 67_108_864;
+      (config.kafka as { chunk_records: boolean }).chunk_records = true;
       const second = await d.startInstance('raised', { fused });
       const redrive = () => d.produceRaw('penalized', letters.flatMap((l) => l.records.map((s) => ({ key: s.key, value: s.value, partition: s.partition }))));
       redrive();
