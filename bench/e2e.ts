@@ -44,6 +44,7 @@ import { TopicCodec } from '../streams/codecs/codec.js';
 import { createKafka } from '../streams/kafka/kafkajs/client.js';
 import { KafkajsAdmin } from '../streams/kafka/kafkajs/admin.js';
 import { createOpsClient } from '../streams/kafka/kafkajs/ops-client.js';
+import { reassembling } from '../streams/chunks/chunked-messages.js';
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import { RowProducer } from '../tools/row-producer.js';
 import { subjectOf, topicNames } from '../streams/topics/names.js';
@@ -471,21 +472,20 @@ export async function main(argv: string[]): Promise<number> {
   const dlReader = kafka.consumer({ groupId: `${prefix}bench-dl-reader`, readUncommitted: false, maxWaitTimeInMs: 200 });
   await dlReader.connect();
   await dlReader.subscribe({ topic: names.deadLetter, fromBeginning: true });
-  await dlReader.run({
-    eachMessage: async ({ message }) => {
-      const d = await deadLetterCodec.decode(message.value!);
-      if (d.group_id) deadLettered.set(d.group_id, d.reason);
-      checkDone();
-    },
+  // Both read whole records: a chunk set arrives once, with its last chunk.
+  const onDeadLetter = reassembling(names.deadLetter, async (r) => {
+    const d = await deadLetterCodec.decode(r.value!);
+    if (d.group_id) deadLettered.set(d.group_id, d.reason);
+    checkDone();
   });
-  await reader.run({
-    eachMessage: async ({ message }) => {
-      const key = message.key!.toString();
-      arrivals.push(Date.now());
-      if (!arrived.has(key)) arrived.set(key, Date.now());
-      checkDone();
-    },
+  await dlReader.run({ eachMessage: ({ message, partition }) => onDeadLetter(partition, message) });
+  const onPacked = reassembling(names.packed, (r) => {
+    const key = r.key!.toString();
+    arrivals.push(Date.now());
+    if (!arrived.has(key)) arrived.set(key, Date.now());
+    checkDone();
   });
+  await reader.run({ eachMessage: ({ message, partition }) => onPacked(partition, message) });
   // Wait until every stage's consumer group is stable (partitions assigned,
   // state restored), so start-up is not measured as latency.
   // Fused: one consumer group for the chain (accumulate's) and batch metrics.

@@ -13,6 +13,7 @@ import type { IdempotentSink, OpsAdmin, OpsClient, OutgoingRecord } from '../str
 import { createRegistry } from '../streams/codecs/schema-registry.js';
 import type { SchemaRegistryClient } from '../streams/codecs/schema-registry.js';
 import { partitionRanges, type ScanRecord, type StartPosition } from '../streams/ops/topic-scan.js';
+import { describeChunkSet } from '../streams/chunks/chunked-scan.js';
 import { BASE_TOPIC_NAMES } from '../streams/topics/names.js';
 import { createTopics } from '../streams/topics/create.js';
 import { UndecodableError } from '../streams/codecs/wire-format.js';
@@ -184,7 +185,11 @@ export async function runReplay(args: ReplayArgs, config: Config, configDir: str
         if (publisher) await publisher.push(r);
         if (args.limit !== null && summary.matched >= args.limit) return false;
       },
-      { onProgress: () => reporter?.update(summary.scanned, bytes) },
+      {
+        onProgress: () => reporter?.update(summary.scanned, bytes),
+        // A chunk set begun before the start (--from-offset, --from-time) is reported, never printed.
+        onChunkSet: (set) => io.err(`replay: ${describeChunkSet(set)}\n`),
+      },
     );
     summary.complete = scan.complete || (args.limit !== null && summary.matched >= args.limit);
     if (scan.unfinished.length > 0) io.err(`replay: gave up waiting on ${scan.unfinished.join(', ')} (no progress; an open transaction?)\n`);

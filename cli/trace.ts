@@ -6,7 +6,8 @@
  * downstream also the partition numbers its rows were found on (fused
  * stages write there). The metrics topic is keyed by batch id: it is read
  * last, once the batch is known. Prints every record with
- * its coordinates, time and size, the stage latencies from the record
+ * its coordinates, time and size (a record written as a chunk set once, with
+ * its first and last chunk's offsets), the stage latencies from the record
  * timestamps, the dead letters, the rewards and the packed tags.
  */
 import type { Config } from '../config/schema.js';
@@ -35,6 +36,9 @@ export interface TraceRecord {
   size: number;
   /** What the record is, e.g. `row 3`, `group (4 rows)`, `dead letter nan_logprobs`. */
   what: string;
+  /** A record written as a chunk set (a value above its topic's size limit): its last chunk's offset and the chunk count; `offset` is the first chunk's and `size` the whole value's. */
+  lastOffset?: string;
+  chunks?: number;
 }
 
 export interface TraceDeadLetter {
@@ -120,7 +124,15 @@ async function collect(kafka: OpsClient, decoder: RecordDecoder, ranges: Array<P
     if (r.key?.toString('utf8') !== key) return;
     const role = roleOf.get(r.topic)!;
     const size = r.value?.length ?? 0;
-    const base = { topic: r.topic, role, partition: r.partition, offset: r.offset, timestamp: Number(r.timestamp), size };
+    const base = {
+      topic: r.topic,
+      role,
+      partition: r.partition,
+      offset: r.offset,
+      timestamp: Number(r.timestamp),
+      size,
+      ...(r.chunk?.kind === 'record' ? { lastOffset: r.chunk.lastOffset, chunks: r.chunk.chunks } : {}),
+    };
     let d: DecodedRecord;
     try {
       if (!r.value) throw new UndecodableError('record has no value');
@@ -200,6 +212,11 @@ export async function runTrace(groupId: string, config: Config): Promise<TraceRe
 const iso = (ms: number) => new Date(ms).toISOString();
 const ms = (x: number | null) => (x === null ? '-' : `${x} ms`);
 
+/** A record's offset; a chunked record's as `offsets a–b (n chunks)`, once. */
+export function offsetCell(x: Pick<TraceRecord, 'offset' | 'lastOffset' | 'chunks'>): string {
+  return x.chunks !== undefined && x.lastOffset !== undefined ? `offsets ${x.offset}–${x.lastOffset} (${x.chunks} chunks)` : x.offset;
+}
+
 /** The human report. */
 export function formatTrace(r: TraceReport): string {
   const out: string[] = [`trace of group ${r.groupId}${r.batchId ? ` (batch ${r.batchId})` : ''} under prefix '${r.prefix}'`, ''];
@@ -210,7 +227,7 @@ export function formatTrace(r: TraceReport): string {
   out.push(
     formatTable(
       ['topic', 'partition', 'offset', 'time', 'size', 'record'],
-      r.records.map((x) => [BASE_TOPIC_NAMES[x.role], x.partition, x.offset, iso(x.timestamp), formatBytes(x.size), x.what]),
+      r.records.map((x) => [BASE_TOPIC_NAMES[x.role], x.partition, offsetCell(x), iso(x.timestamp), formatBytes(x.size), x.what]),
       [1, 2, 4],
     ),
   );

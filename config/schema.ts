@@ -152,6 +152,14 @@ export const kafkaConfigSchema = z.strictObject({
    * long as it takes, and only for schema ids it has not seen yet).
    */
   registry_startup_wait_ms: z.number().int().nonnegative().default(30_000),
+  /**
+   * How long a reader waits for the rest of a chunk set (a value above its
+   * topic's size limit, written as several records) when no chunk arrives
+   * and nothing is left to fetch, before it gives the set up as an
+   * `incomplete_record` dead letter. Longer than any writer's transaction
+   * timeout, so only a dead non-transactional writer's set is given up.
+   */
+  chunk_wait_ms: z.number().int().positive().default(120_000),
 });
 
 /** Values of `topics.packed_compression` (Kafka's `compression.type`, `none` for `uncompressed`). */

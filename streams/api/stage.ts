@@ -6,6 +6,7 @@
  * offsets, transactions or clients.
  */
 import type { PipelineStage } from '../../config/schema.js';
+import type { ChunkInfo } from './chunk-info.js';
 import type { DeadLetterRecord, SourceRecord } from './dead-letter-record.js';
 
 /** A stage's name: one `runtime.stages` names, or batch-metrics (which runs wherever postprocess runs). */
@@ -26,6 +27,14 @@ export interface InputRecord {
    * given (equal to decoding them; treat it as read-only).
    */
   decoded?: unknown;
+  /**
+   * The input offset to commit after this record: a chunked record's last
+   * chunk + 1, or less while another chunk set is open before it; absent:
+   * `offset + 1`.
+   */
+  next?: string;
+  /** Set on a chunked record, or on a chunk set that could not be read whole (then `value` is null): chunk-info.ts. */
+  chunk?: ChunkInfo;
 }
 
 export interface OutputMessage {

@@ -6,7 +6,10 @@
  * `rollout_stream.chunks.Reassembler`; both run docs/examples/chunks/cases.json.
  */
 import type { UndecodableError } from '../codecs/wire-format.js';
-import type { FetchedRecord, Offset } from '../kafka/types.js';
+import type { FetchedRecord as Fetched, Offset } from '../kafka/types.js';
+
+/** A record as fetched, before any chunk reader set its `next` and `chunk`. */
+type FetchedRecord = Omit<Fetched, 'next' | 'chunk'>;
 import { chunkCrc, DEFAULT_MAX_VALUE_BYTES, isChunk, parseChunk, type ParsedChunk } from './chunk-format.js';
 
 /** Why a set could not be handed on whole (`incomplete_record`'s `reason_detail`). */

@@ -7,9 +7,20 @@ import type { KafkaConfig } from '../../config/schema.js';
 import { ConfigError } from '../../errors/index.js';
 import { createKafkaClient } from './kafkajs/adapter.js';
 import type { KafkaClient } from './types.js';
+import { chunkedClient, chunkReaderOptions } from '../chunks/chunked-client.js';
+import type { ChunkReaderOptions } from '../chunks/chunked-group-source.js';
 
-/** A client for `config`; `clientSuffix` distinguishes the processes' client ids. */
-export async function createClient(config: KafkaConfig, clientSuffix = ''): Promise<KafkaClient> {
+/**
+ * A client for `config`; `clientSuffix` distinguishes the processes' client
+ * ids. Its group sources and scans hand on whole records only (chunk sets
+ * reassembled: streams/chunks/chunked-client.ts); `chunks` defaults to
+ * `kafka.chunk_wait_ms` and `runtime.max_inflight_bytes`' default.
+ */
+export async function createClient(config: KafkaConfig, clientSuffix = '', chunks: ChunkReaderOptions = chunkReaderOptions(config)): Promise<KafkaClient> {
+  return chunkedClient(await createRawClient(config, clientSuffix), chunks);
+}
+
+async function createRawClient(config: KafkaConfig, clientSuffix: string): Promise<KafkaClient> {
   if (config.client === 'kafkajs') return createKafkaClient(config, clientSuffix);
   let adapter: typeof import('./platformatic/client.js');
   try {

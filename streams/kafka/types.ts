@@ -5,7 +5,10 @@
  * a RolloutStreamError with a code of errors/codes.ts, never a client's
  * class; only `streams/kafka/<client>/` knows a client library.
  */
+import type { ChunkInfo } from '../api/chunk-info.js';
 import type { TxState } from './transaction-state.js';
+
+export type { ChunkInfo };
 
 export type Offset = string;
 
@@ -95,6 +98,19 @@ export interface FetchedRecord {
   key: Buffer | null;
   value: Buffer | null;
   headers: Record<string, Buffer>;
+  /**
+   * The offset to resume at after this record (docs/design-chunked-records.md):
+   * set by the chunk readers (streams/chunks/), which hand on a chunk set as
+   * one record at its first chunk's offset; absent: `offset + 1`.
+   */
+  next?: Offset;
+  /** Set by the chunk readers: a reassembled record's last chunk and chunk count, or a set that could not be handed on whole. */
+  chunk?: ChunkInfo;
+}
+
+/** The offset to resume at after `r`: its `next`, else `offset + 1`. */
+export function nextOffset(r: { offset: Offset; next?: Offset }): Offset {
+  return r.next ?? (BigInt(r.offset) + 1n).toString();
 }
 
 /** One partition's fetched records (read_committed: aborted data and control records removed). */
@@ -103,6 +119,8 @@ export interface FetchedBatch {
   partition: number;
   records: FetchedRecord[];
   highWatermark: Offset;
+  /** The fetch's last stable offset (the first offset an open transaction holds back), where the client reports it. */
+  lastStable?: Offset;
 }
 
 export interface RebalanceListener {
@@ -167,6 +185,21 @@ export interface ScanRecord {
   key: Buffer | null;
   value: Buffer | null;
   headers: Record<string, Buffer>;
+  /** As FetchedRecord's: set by the chunk readers. */
+  next?: Offset;
+  chunk?: ChunkInfo;
+}
+
+/** A chunk set an edge reader met but did not print (it began before the read's start, or never completed). */
+export interface ChunkSetReport {
+  topic: string;
+  partition: number;
+  setId: string;
+  firstOffset: Offset;
+  lastOffset: Offset;
+  have: number;
+  count: number;
+  detail: string;
 }
 
 export interface ScanOptions {
@@ -178,6 +211,21 @@ export interface ScanOptions {
   maxBytes?: number;
   /** What the scan is for (names its throw-away group where the client needs one; default `scan`). */
   purpose?: string;
+  /** The records as stored, chunks not reassembled (the changelogs, which never hold chunks). Default false. */
+  raw?: boolean;
+  /**
+   * The range starts are resume offsets (committed offsets, a `next`): a
+   * chunk of a set that began before a start was handed on before and is
+   * skipped. Default false: such a set is an `incomplete` record (the
+   * runtime) or reported to `onChunkSet` (the edge).
+   */
+  trustedStarts?: boolean;
+  /**
+   * Where the edge reports sets it did not hand on (headless at an untrusted
+   * start, never completed). When given, such sets are reported here and not
+   * handed to the callback; when absent, they are handed on as `incomplete`.
+   */
+  onChunkSet?: (r: ChunkSetReport) => void;
 }
 
 export interface ScanResult {
@@ -321,6 +369,8 @@ export interface TailOptions {
   maxBytes?: number;
   /** Largest fetch per partition (the client's default when absent). */
   maxBytesPerPartition?: number;
+  /** Where chunk sets the tail did not hand on are reported (ScanOptions.onChunkSet); absent: a line on stderr. */
+  onChunkSet?: (r: ChunkSetReport) => void;
 }
 
 /** A running tail (OpsClient.tail). */

@@ -42,7 +42,8 @@ export async function restoreChangelog(
       stats.bytes += r.value?.length ?? 0;
       await onRecord(r.partition, { key: r.key?.toString('utf8') ?? '', value: r.value });
     },
-    { idleTimeoutMs: RESTORE_IDLE_MS, maxBytes, purpose: 'restore' },
+    // Changelogs are compacted and never hold chunk sets: read as stored.
+    { idleTimeoutMs: RESTORE_IDLE_MS, maxBytes, purpose: 'restore', raw: true },
   );
   if (!scan.complete) {
     throw new RolloutStreamError('restore_stalled', `restoring ${topic} made no progress for ${RESTORE_IDLE_MS / 1000} s (unfinished: ${scan.unfinished.join(', ')})`);

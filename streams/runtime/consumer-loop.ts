@@ -114,19 +114,18 @@ export class ConsumerLoop implements InputControl {
 
   private async runBatch(source: GroupSource, batch: FetchedBatch): Promise<void> {
     let resolved: string | null = null;
-    const records: InputRecord[] = batch.records.map((m) => ({
-      topic: batch.topic,
-      partition: batch.partition,
-      offset: m.offset,
-      key: m.key,
-      value: m.value,
-      timestamp: m.timestamp,
-    }));
+    const records: InputRecord[] = batch.records.map((m) => {
+      const r: InputRecord = { topic: batch.topic, partition: batch.partition, offset: m.offset, key: m.key, value: m.value, timestamp: m.timestamp };
+      // A chunk reader's record (streams/chunks/): commit past its last chunk, not past its offset.
+      if (m.next !== undefined) r.next = m.next;
+      if (m.chunk !== undefined) r.chunk = m.chunk;
+      return r;
+    });
     this.busy.add(batch.partition);
     try {
       await this.o.tasks.runBatch(batch.partition, records, {
         current: () => !this.stopping && source === this.source && source.isCurrent(batch),
-        resolve: (offset) => (resolved = offset),
+        resolve: (next) => (resolved = next),
         // The source heartbeats while a batch is out.
         heartbeat: async () => undefined,
       });
@@ -134,7 +133,7 @@ export class ConsumerLoop implements InputControl {
       // Not ready (logged by the task manager): the batch is fetched again from its first record.
     } finally {
       this.busy.delete(batch.partition);
-      source.release(batch, resolved === null ? null : (BigInt(resolved) + 1n).toString());
+      source.release(batch, resolved);
     }
   }
 

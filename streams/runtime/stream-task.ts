@@ -12,7 +12,7 @@
  * offset) — the one path for "someone else may own this partition now".
  */
 import type { InputRecord, PartitionProcessor, Stage, StageOutput } from '../api/stage.js';
-import type { TransactionalSink } from '../kafka/types.js';
+import { nextOffset, type TransactionalSink } from '../kafka/types.js';
 import { crashPoint } from './crash-points.js';
 import { ProcessingFailure } from './error-policy.js';
 import type { NodeContext, RecordPolicy } from './record-policy.js';
@@ -63,12 +63,11 @@ export class StreamTask {
     await this.sink.close().catch(() => undefined);
   }
 
-  /** Processes `records` of the input partition and commits them with the offset past the last one. */
+  /** Processes `records` of the input partition and commits them with the resume offset of the last one (`next`: past its last chunk). */
   async processStep(records: InputRecord[], ctx: NodeContext): Promise<void> {
     const head = this.chain[0]!;
     const out = await this.policy.runNode(head.stage, this.processor, records, false, ctx);
-    const last = records[records.length - 1]!.offset;
-    await this.write(0, out, records, (BigInt(last) + 1n).toString(), ctx);
+    await this.write(0, out, records, nextOffset(records[records.length - 1]!), ctx);
   }
 
   /**

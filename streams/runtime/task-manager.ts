@@ -17,7 +17,7 @@
  */
 import type { InputRecord, Stage } from '../api/stage.js';
 import { RolloutStreamError, type CodeOfKind } from '../../errors/index.js';
-import type { KafkaAdmin, TransactionalSink } from '../kafka/types.js';
+import { nextOffset, type KafkaAdmin, type TransactionalSink } from '../kafka/types.js';
 import { crashPoint } from './crash-points.js';
 import { classify, describeError, ProcessingFailure, retryDelayMs } from './error-policy.js';
 import type { HealthTracker } from './health.js';
@@ -46,8 +46,8 @@ export interface InputControl {
 export interface BatchHooks {
   /** False once the partition was revoked or seeked (kafkajs `isStale`), or the consumer stopped. */
   current(): boolean;
-  /** The records up to `offset` are processed: the consumer fetches past it. */
-  resolve(offset: string): void;
+  /** The records before `next` (the resume offset of the last one processed) are processed: the consumer fetches from there. */
+  resolve(next: string): void;
   heartbeat(): Promise<void>;
 }
 
@@ -320,7 +320,7 @@ export class TaskManager {
         }
         this.committed(partition, last, ctx);
         crashPoint('tx.after-commit');
-        hooks.resolve(last);
+        hooks.resolve(nextOffset(step[step.length - 1]!));
         this.o.metrics.recordsIn.inc({ stage: this.stage.name }, step.length);
         this.o.metrics.batchSeconds.observe({ stage: this.o.chainName }, (performance.now() - start) / 1000);
         if (steps.length > 1) await hooks.heartbeat().catch(() => undefined);

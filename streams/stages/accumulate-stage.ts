@@ -29,6 +29,7 @@ import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord, type StoredRow } from './accumulator-changelog.js';
 import { asWritten, type RowRef } from '../codecs/row-refs.js';
 import { ingestFingerprint } from '../../processors/ingest-fingerprint.js';
+import { chunkOutcome } from './decode-input.js';
 
 export interface AccumulateStageDeps {
   topics: TopicNames;
@@ -173,6 +174,12 @@ class AccumulateProcessor implements PartitionProcessor {
   async process(records: InputRecord[], nowMs: number): Promise<StageOutput> {
     const out = emptyOutput();
     for (const r of records) {
+      const outcome = chunkOutcome('accumulate', r, nowMs);
+      if (outcome === 'skip') continue;
+      if (outcome) {
+        out.deadLetters.push(outcome);
+        continue;
+      }
       const source = sourceOf(r);
       if (!r.value) {
         out.deadLetters.push(undecodableRecord('accumulate', source, 'record has no value', nowMs));

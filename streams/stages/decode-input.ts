@@ -5,9 +5,14 @@
  * rest go to `handle` in offset order. A reference record (row-refs.ts) is
  * handed over with its rows read back: `resolve` reads a chunk of records'
  * rows at once (bounded by RESOLVE_CHUNK_ROWS rows in memory), and a record
- * whose rows are gone becomes an `incomplete_group` dead letter.
+ * whose rows are gone becomes an `incomplete_group` dead letter. A chunk
+ * set the chunk reader could not hand on whole (streams/chunks/) becomes an
+ * `incomplete_record` dead letter, a chunk whose header does not parse an
+ * `undecodable` one, and a skipped set nothing at all: each is committed
+ * past in the same transaction.
  */
 import type { RecordKind } from '../../schemas/index.js';
+import type { DeadLetterRecord } from '../api/dead-letter-record.js';
 import type { RecordTypes, TopicCodec } from '../codecs/codec.js';
 import type { SourceRecord } from '../api/dead-letter-record.js';
 import { deadLetterRecord, undecodableRecord } from '../api/dead-letters.js';
@@ -18,6 +23,53 @@ import type { ReferenceResolver } from '../codecs/row-resolver.js';
 
 /** Rows of reference records held at once while resolving: a chunk of records is resolved, handled and dropped. */
 export const RESOLVE_CHUNK_ROWS = 256;
+
+/**
+ * What becomes of a record the chunk reader marked: the dead letter it is
+ * (`incomplete_record` for a set not read whole, `undecodable` for a chunk
+ * whose header does not parse), 'skip' for a set skipped unread, or null for
+ * a record to decode (whole, or reassembled).
+ */
+export function chunkOutcome(stage: string, r: InputRecord, nowMs: number): DeadLetterRecord | 'skip' | null {
+  const c = r.chunk;
+  if (!c || c.kind === 'record') return null;
+  if (c.kind === 'skipped') return 'skip';
+  const source = sourceOf(r);
+  if (c.kind === 'undecodable') return undecodableRecord(stage, source, c.message, nowMs);
+  return deadLetterRecord(
+    {
+      reason: 'incomplete_record',
+      message: `chunk set ${c.setId} at ${r.topic} ${r.partition}@${r.offset}..${c.lastOffset} cannot be read whole: ${incompleteWhy(c.detail)} (${c.have} of ${c.count} chunks read)`,
+      group_id: r.key ? r.key.toString('utf8') : null,
+      batch_id: null,
+      row_indices: [],
+      missing_row_indices: [],
+      payloads: [],
+    },
+    stage,
+    [{ ...source, value: null }],
+    nowMs,
+  );
+}
+
+function incompleteWhy(detail: string): string {
+  switch (detail) {
+    case 'headless':
+      return 'its first chunk is before where reading started';
+    case 'log_start':
+      return 'its first chunk is below the log start (deleted by retention)';
+    case 'inconsistent':
+      return 'a chunk does not continue the set';
+    case 'crc_mismatch':
+      return 'the reassembled value does not match its checksum or length';
+    case 'timeout':
+      return 'no chunk came for kafka.chunk_wait_ms and nothing is left to fetch';
+    case 'memory_cap':
+      return 'open sets passed runtime.max_inflight_bytes';
+    default:
+      return detail;
+  }
+}
 
 interface Decoded<T> {
   value: T;
@@ -75,6 +127,12 @@ export async function forEachDecoded<K extends RecordKind>(
     chunkRows = 0;
   };
   for (const r of records) {
+    const outcome = chunkOutcome(stage, r, nowMs);
+    if (outcome === 'skip') continue;
+    if (outcome) {
+      out.deadLetters.push(outcome);
+      continue;
+    }
     const source = sourceOf(r);
     let value: RecordTypes[K];
     try {

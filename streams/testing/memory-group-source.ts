@@ -107,7 +107,13 @@ export class MemoryGroupSource implements GroupSource {
         this.positions.set(p, next);
         continue;
       }
-      const batch: FetchedBatch = { topic: this.topic, partition: p, records, highWatermark: String(this.cluster.lastStableOffset(this.topic, p)) };
+      const batch: FetchedBatch = {
+        topic: this.topic,
+        partition: p,
+        records,
+        highWatermark: String(this.cluster.highWatermark(this.topic, p)),
+        lastStable: String(this.cluster.lastStableOffset(this.topic, p)),
+      };
       this.out.set(p, { batch, generation: this.assignedAt.get(p)! });
       batches.push(batch);
     }

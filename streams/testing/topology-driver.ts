@@ -35,6 +35,9 @@ import { subjectOf, topicNames, topicSpecs, type TopicNames } from '../topics/na
 import { DriverInstance, releaseInstanceHooks, retainInstanceHooks } from './driver-instance.js';
 import { MemoryCluster } from './memory-cluster.js';
 import { MemoryRegistry } from './memory-registry.js';
+import { chunkedClient, chunkReaderOptions } from '../chunks/chunked-client.js';
+import { ChunkedOffsetReader } from '../chunks/chunked-offset-reader.js';
+import { writeChunkSets, type SetPosition } from './chunk-sets.js';
 
 export { DriverInstance, type InstanceState } from './driver-instance.js';
 
@@ -77,6 +80,7 @@ export class TopologyTestDriver {
   private readonly instances = new Map<string, DriverInstance>();
   private codecs!: Codecs;
   private closed = false;
+  private chunkWriters = 0;
 
   private constructor(
     readonly config: Config,
@@ -132,7 +136,12 @@ export class TopologyTestDriver {
         metricsPort: 0,
         fused: o.fused ?? 'auto',
         faults: o.faults ?? [],
-        io: { client: () => instance.connection, rowReader: () => instance.connection.offsetReader(), registry: this.registry.asClient() },
+        // The readers the factories apply (createClient, createRowReader): the runtime sees whole records only.
+        io: {
+          client: () => chunkedClient(instance.connection, chunkReaderOptions(this.config.kafka, this.config.runtime)),
+          rowReader: () => new ChunkedOffsetReader(instance.connection.offsetReader(), chunkReaderOptions(this.config.kafka, this.config.runtime)),
+          registry: this.registry.asClient(),
+        },
       }),
     );
     const outcome = await Promise.race([
@@ -197,6 +206,25 @@ export class TopologyTestDriver {
 
   /** Writes `values` to the topic of `topic` (non-transactional), keyed as the pipeline keys them; a BatchEnd goes to every partition. */
   produce<K extends RecordKind>(topic: K, values: ReadonlyArray<RecordTypes[K]>): RecordPosition[] {
+    return this.cluster.append(this.encoded(topic, values), null);
+  }
+
+  /**
+   * As `produce`, in one transaction, every value longer than `payloadBytes`
+   * as a chunk set (streams/testing/chunk-sets.ts); one position per value
+   * (a BatchEnd's: its first partition's).
+   */
+  async produceChunked<K extends RecordKind>(topic: K, values: ReadonlyArray<RecordTypes[K]>, payloadBytes: number): Promise<SetPosition[]> {
+    const sink = this.cluster.transactionalSink(`ttd.chunk-writer.${++this.chunkWriters}`);
+    await sink.init();
+    try {
+      return await writeChunkSets(sink, this.encoded(topic, values), { payloadBytes, partitionsOf: (t) => this.cluster.partitions(t) });
+    } finally {
+      await sink.close();
+    }
+  }
+
+  private encoded<K extends RecordKind>(topic: K, values: ReadonlyArray<RecordTypes[K]>): OutgoingRecord[] {
     const name = this.topics[topic];
     const codec = this.codecs[topic] as TopicCodec<K>;
     const records: OutgoingRecord[] = [];
@@ -209,7 +237,7 @@ export class TopologyTestDriver {
       }
       records.push({ topic: name, key: keyOf(topic, v), value });
     }
-    return this.cluster.append(records, null);
+    return records;
   }
 
   /** Writes raw records (e.g. garbage bytes) to a topic of `topics`. */

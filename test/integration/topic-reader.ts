@@ -1,6 +1,12 @@
-/** Reads a topic from the beginning with read_committed until a condition holds. */
+/**
+ * Reads a topic from the beginning with read_committed until a condition
+ * holds. Chunk sets come out as one record at their first chunk's offset
+ * (the Reassembler of streams/chunks/); a set that cannot be read whole
+ * fails the read.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
+import { reassembling } from '../../streams/chunks/chunked-messages.js';
 
 export interface ReadRecord {
   key: string;
@@ -25,6 +31,7 @@ export async function readTopic(
   await consumer.subscribe({ topic, fromBeginning: true });
   const records: ReadRecord[] = [];
   let satisfied = false;
+  const onMessage = reassembling(topic, (r) => void records.push({ key: r.key?.toString() ?? '', value: Buffer.from(r.value!), partition: r.partition, offset: r.offset }));
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`timed out reading ${topic}: ${records.length} records`)), timeoutMs);
@@ -39,7 +46,11 @@ export async function readTopic(
       void consumer
         .run({
           eachMessage: async ({ message, partition }) => {
-            records.push({ key: message.key?.toString() ?? '', value: Buffer.from(message.value!), partition, offset: message.offset });
+            try {
+              await onMessage(partition, message);
+            } catch (e) {
+              reject(e);
+            }
           },
         })
         .catch(reject);

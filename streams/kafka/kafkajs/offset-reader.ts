@@ -34,6 +34,8 @@ import { committedRecords, requestBytes, sortedOffsets, toFetchedRecord, type Ka
 import { registerCompressionCodecs } from './compression.js';
 import { createKafka } from './client.js';
 import { isTransientKafkaError, kafkaErrorCode } from './errors.js';
+import { ChunkedOffsetReader } from '../../chunks/chunked-offset-reader.js';
+import { chunkReaderOptions } from '../../chunks/chunked-client.js';
 
 /** The description of the symbol kafkajs 2.2.4 keeps its Cluster factory under (src/index.js `PRIVATE.CREATE_CLUSTER`). */
 export const CREATE_CLUSTER_SYMBOL = 'private:Kafka:createCluster';
@@ -121,7 +123,8 @@ export const OUT_OF_RANGE_LOG = /^Response Fetch\(.*not within the range of offs
  * whose out-of-range answers are not logged as errors.
  */
 export function createRowReader(config: KafkaConfig): CountingOffsetReader {
-  return createOffsetReader(createKafka(config, 'row-reader', 'error', OUT_OF_RANGE_LOG), { maxBytes: config.max_message_bytes });
+  // Rows are named by their first chunk's offset; the chunked reader hands back whole rows.
+  return new ChunkedOffsetReader(createOffsetReader(createKafka(config, 'row-reader', 'error', OUT_OF_RANGE_LOG), { maxBytes: config.max_message_bytes }), chunkReaderOptions(config));
 }
 
 /**

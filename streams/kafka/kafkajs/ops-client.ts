@@ -23,6 +23,7 @@ import { createKafka } from './client.js';
 import { scanRanges } from './scan.js';
 import { KafkajsEveryPartitionSink } from './sink.js';
 import { tailTopics } from './tail.js';
+import { chunkedOpsClient, chunkReaderOptions } from '../../chunks/chunked-client.js';
 
 export class KafkajsOpsClient implements OpsClient {
   constructor(readonly kafka: Kafka) {}
@@ -50,5 +51,6 @@ export class KafkajsOpsClient implements OpsClient {
 
 /** An OpsClient for `config`; `clientSuffix` distinguishes the processes' client ids (`<client_id>-<suffix>`). */
 export function createOpsClient(config: KafkaConfig, clientSuffix = ''): OpsClient {
-  return new KafkajsOpsClient(createKafka(config, clientSuffix));
+  // Scans and tails hand on whole records; sets begun before a start are reported on stderr.
+  return chunkedOpsClient(new KafkajsOpsClient(createKafka(config, clientSuffix)), chunkReaderOptions(config));
 }

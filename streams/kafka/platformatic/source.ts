@@ -220,7 +220,7 @@ export class PlatformaticGroupSource implements GroupSource {
               if (next > froms.get(p)!) this.positions.set(p, next);
               continue;
             }
-            const batch: FetchedBatch = { topic, partition: p, records, highWatermark: pr.highWatermark.toString() };
+            const batch: FetchedBatch = { topic, partition: p, records, highWatermark: pr.highWatermark.toString(), lastStable: pr.lastStableOffset.toString() };
             (batch as FetchedBatch & { [HANDLE]?: Held })[HANDLE] = { epoch: epochs.get(p)!, first: BigInt(records[0]!.offset) };
             this.out.set(p, batch);
             this.queue.push(batch);

@@ -9,6 +9,7 @@ import { formatJsonLine, parseJsonLine, type JsonLine } from '../../../json-form
 import type { LoadgenEvent } from '../../../loadgen/index.js';
 import { AvroBodyCodec, type RecordTypes } from '../../../streams/codecs/codec.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
+import { partitionForKey } from '../../../streams/topics/partitioner.js';
 
 /** The rows and BatchEnds of `events`, as row-completed records. */
 export function asRecords(events: LoadgenEvent[]): Array<RecordTypes['rowCompleted']> {
@@ -40,4 +41,18 @@ export async function offlineOutputs(
 /** Packed bytes (after the 5-byte header) by group, as the offline runner makes them under `config`. */
 export async function offlinePacked(events: LoadgenEvent[], config: Config): Promise<Map<string, Buffer>> {
   return (await offlineOutputs(events, config)).packed;
+}
+
+/** The first index from the middle on at which every partition has a group with some rows before it and some after (open when a takes over). */
+export function splitLeavingOpenGroups(records: Array<RecordTypes['rowCompleted']>, partitions: number): number {
+  const rows = records.flatMap((r) => (r.kind === 'row' ? [r.row] : []));
+  const size = new Map<string, number>();
+  for (const r of rows) size.set(r.group_id, (size.get(r.group_id) ?? 0) + 1);
+  for (let i = Math.floor(records.length / 2); i < records.length; i++) {
+    const seen = new Map<string, number>();
+    for (const r of records.slice(0, i)) if (r.kind === 'row') seen.set(r.row.group_id, (seen.get(r.row.group_id) ?? 0) + 1);
+    const open = new Set([...seen].filter(([g, n]) => n < size.get(g)!).map(([g]) => partitionForKey(g, partitions)));
+    if (open.size === partitions) return i;
+  }
+  throw new Error('no split leaves a group open on every partition');
 }

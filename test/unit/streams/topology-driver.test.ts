@@ -12,12 +12,10 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { configSchema, PIPELINE_STAGES, type Config, type PipelineStage } from '../../../config/schema.js';
 import { generateEvents, type LoadgenEvent } from '../../../loadgen/index.js';
-import type { RecordTypes } from '../../../streams/codecs/codec.js';
 import { HEADER_BYTES } from '../../../streams/codecs/wire-format.js';
 import { CRASH_POINTS, type CrashPoint } from '../../../streams/runtime/crash-points.js';
 import { TopologyTestDriver } from '../../../streams/testing/topology-driver.js';
-import { partitionForKey } from '../../../streams/topics/partitioner.js';
-import { asRecords, offlineOutputs } from './driver-fixtures.js';
+import { asRecords, offlineOutputs, splitLeavingOpenGroups } from './driver-fixtures.js';
 
 const config: Config = configSchema.parse({
   accumulate: { batch_end_grace_ms: 0 },
@@ -43,20 +41,6 @@ function diedWithin(instance: { died: Promise<string> }, ms = 5_000): Promise<st
 /** A few dozen realistic rows in two batches, each batch closed by its BatchEnd. */
 function loadgenEvents(seed = 41): LoadgenEvent[] {
   return [...generateEvents({ batches: 2, groupsPerBatch: 5, generations: 4, seed, profile: 'small', runId: `t${seed}` })];
-}
-
-/** The first index from the middle on at which every partition has a group with some rows before it and some after (open when a takes over). */
-function splitLeavingOpenGroups(records: Array<RecordTypes['rowCompleted']>, partitions: number): number {
-  const rows = records.flatMap((r) => (r.kind === 'row' ? [r.row] : []));
-  const size = new Map<string, number>();
-  for (const r of rows) size.set(r.group_id, (size.get(r.group_id) ?? 0) + 1);
-  for (let i = Math.floor(records.length / 2); i < records.length; i++) {
-    const seen = new Map<string, number>();
-    for (const r of records.slice(0, i)) if (r.kind === 'row') seen.set(r.row.group_id, (seen.get(r.row.group_id) ?? 0) + 1);
-    const open = new Set([...seen].filter(([g, n]) => n < size.get(g)!).map(([g]) => partitionForKey(g, partitions)));
-    if (open.size === partitions) return i;
-  }
-  throw new Error('no split leaves a group open on every partition');
 }
 
 interface Expected {
