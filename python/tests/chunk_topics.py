@@ -37,3 +37,14 @@ def delete_topics(brokers: str, topics: list[str]) -> None:
 def chunk_writer(brokers: str, topic: str) -> ChunkProducer:
     """A chunk producer for ``topic`` with the limit discovered from the broker."""
     return ChunkProducer(topic, brokers, topic_record_limit(brokers, topic), timeout=30)
+
+
+def set_record_limit(brokers: str, topic: str, max_message_bytes: int) -> None:
+    """Sets an existing topic's ``max.message.bytes``."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": brokers})
+    entry = ConfigEntry("max.message.bytes", str(max_message_bytes), incremental_operation=AlterConfigOpType.SET)
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)

@@ -77,3 +77,19 @@ def test_version_names_the_package_version():
     want = re.search(r'^version = "([^"]+)"', (Path(__file__).parents[1] / "pyproject.toml").read_text(), re.M).group(1)
     out = subprocess.run([sys.executable, "-m", "rollout_stream", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == f"rollout-stream {want} (Python package)"
+
+
+def test_bench_chunk_decodes_reassembled_sets_against_whole_values_and_ends_with_the_ratio_line():
+    out = subprocess.run(
+        [sys.executable, "-m", "rollout_stream", "bench", "--groups", "2", "--rows", "4", "--min-tokens", "4096",
+         "--max-tokens", "8192", "--repeat", "2", "--chunk", "64KiB"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert any(re.search(r"2 records .* as chunk sets for a 65536-byte topic limit: payload \d+ bytes, \d+ chunks", l) for l in lines)
+    assert sum(bool(re.fullmatch(r"assembly copy(\+crc)? +\d+\.\d ms/GB  \(.*\)", l)) for l in lines) == 2
+    assert any(re.search(r"decode jagged=torch +whole .* MB/s +chunked .* MB/s +ratio \d+\.\d+", l) for l in lines)
+    assert re.fullmatch(r"ratio chunked/whole: \d+\.\d+", lines[-1])
+    bad = subprocess.run([sys.executable, "-m", "rollout_stream", "bench", "--chunk", "lots"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr

@@ -117,3 +117,44 @@ def test_replay_and_inspect_reassemble_chunk_sets_and_a_range_starting_inside_on
         rc = main(["inspect", "--topic", topic, "--group", "g-big-1", "--brokers", kafka_env.brokers,
                    "--registry", kafka_env.registry_url, "--json", "--jagged", "numpy"])
     assert rc == 0 and json.loads(out.getvalue())["packed"]["group_id"] == "g-big-1"
+
+
+def test_undecodable_and_incomplete_chunk_sets_become_dead_letters_the_large_one_chunked_itself(kafka_env, packed_schema_text):
+    import fastavro
+
+    from rollout_stream import PackedConsumer, feed
+    from rollout_stream.chunks import split_into_chunks
+    from rollout_stream.dead_letters import DEAD_LETTER_SCHEMA
+    from rollout_stream.replay_reader import whole_records
+
+    _, (topic, dlq) = make_topics(kafka_env.brokers, ["rollout.packed", "rollout.dead-letter"], max_message_bytes=MIB)
+    try:
+        schema_id = kafka_env.register(f"{topic}-value", packed_schema_text)
+        schema = load_packed_schema()
+        garbage = bytes([0]) + schema_id.to_bytes(4, "big") + os.urandom(3 * MIB)  # framed, but no PackedGroup
+        writer = chunk_writer(kafka_env.brokers, topic)
+        writer.send(b"g-garbage", garbage, 0)
+        # A set whose second chunk never made it (a foreign writer's bug): chunk 2 follows chunk 0.
+        broken = split_into_chunks(os.urandom(3000), 1024, b"b" * 16)
+        produce(kafka_env.brokers, topic, [("g-broken", broken[0], None, 0), ("g-broken", broken[2], None, 0)], transactional=True)
+        good = clean(versioned_group("g-good", 11))
+        produce(kafka_env.brokers, topic, [("g-good", encode_packed_value(good, schema_id, schema), None, 0)])
+
+        got = []
+        with PackedConsumer(topic, f"pytest-dl-{uuid.uuid4().hex[:8]}", kafka_env.brokers, kafka_env.registry_url,
+                            jagged="numpy", on_undecodable="dead-letter", dead_letter_topic=dlq, instance_id=False) as c:
+            stats = feed(c, lambda ids, fields, tags: got.append(tags[0]["group_id"]), idle_timeout=8, poll_timeout=0.5)
+        assert got == ["g-good"] and stats.dead_lettered == 2
+
+        parsed = fastavro.parse_schema(DEAD_LETTER_SCHEMA)
+        import io
+        letters = {}
+        for rec in whole_records(dlq, kafka_env.brokers):
+            letters[rec.key] = (rec.chunks, fastavro.schemaless_reader(io.BytesIO(bytes(rec.value)[5:]), parsed))
+        chunks_garbage, dl = letters["g-garbage"]
+        assert chunks_garbage > 1, "a dead letter above the topic's limit is a chunk set"
+        assert dl["reason"] == "undecodable" and dl["records"][0]["offset"] == 0 and dl["records"][0]["value"] == garbage
+        _, dl = letters["g-broken"]
+        assert dl["reason"] == "incomplete_record" and "inconsistent" in dl["message"] and dl["records"][0]["value"] is None
+    finally:
+        delete_topics(kafka_env.brokers, [topic, dlq])

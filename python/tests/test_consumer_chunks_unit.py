@@ -159,6 +159,8 @@ def test_a_headless_set_under_the_log_start_is_incomplete_record_raised_or_dead_
     assert e.value.code == "incomplete_record" and e.value.details["detail"] == "headless"
     assert e.value.details["offset"] == 2
     assert client.seeks[-1] == (0, 2)  # rewound to it: not done, not committed
+    with pytest.raises(IncompleteRecordError):  # and read again it is reported again, not skipped
+        c.decode(c.poll_record(0))
     c.close()
 
     written = []

@@ -138,9 +138,15 @@ def test_both_publishers_register_one_schema_id_with_backward_compatibility(kafk
 
 
 def test_a_record_the_broker_refuses_surfaces_as_a_delivery_error(kafka_env, topic_prefix):
-    prefix = topic_prefix(2, {"max.message.bytes": "2000"})
+    # A record above the limit the publisher read at start-up is sent as a chunk set; to make the broker refuse
+    # one, the limit is lowered after the publisher read it (it reads it once).
+    from chunk_topics import set_record_limit
+
+    prefix = topic_prefix(2, {"max.message.bytes": "100000"})
     pub = RolloutPublisher(brokers=kafka_env.brokers, registry_url=kafka_env.registry_url, topic_prefix=prefix,
                            producer_config={"message.timeout.ms": 10000})
+    assert pub.record_limit == 100000
+    set_record_limit(kafka_env.brokers, pub.topic, 2000)
     big = _row("too-big")
     big["full_result"] = {"text": "x" * 5000}
     pub.publish_row(big)

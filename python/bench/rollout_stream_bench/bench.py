@@ -10,6 +10,8 @@ with :class:`PackedDeserializer` and (b) a plain ``bytearray(value)`` copy.
 The ratio copy_time / decode_time is the share of memcpy speed the decoder
 reaches (1.0 = as fast as copying the payload once).
 
+With ``--chunk SIZE`` the run is :mod:`rollout_stream_bench.chunk_bench`
+(the same records as chunk sets, reassembled, decoded against the whole values).
 With ``--skip-stale`` the run is :mod:`rollout_stream_bench.skip_stale`
 (stale groups skipped from record headers vs decoded). With ``--device`` the run is :mod:`rollout_stream_bench.device_bench` instead
 (host→device copy and GPU padding against ``tensor.to(device)``). This module
@@ -132,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
         f"{', unaligned' if args.unaligned else ', 64-byte aligned'}, "
         f"routed_experts {args.routed_experts or 'none'}; {total / 1e6:.1f} MB in {len(values)} records"
     )
+    if getattr(args, "chunk", None):
+        from . import chunk_bench
+
+        return chunk_bench.run(args, values, resolver, SCHEMA_ID, modes)
     fns: dict[str, Any] = {"copy": bytearray}
     for mode in modes:
         deser = PackedDeserializer(resolver, jagged=mode)
@@ -156,6 +162,12 @@ def run(args: argparse.Namespace) -> int:
     default = resolve_mode("auto")
     print(f"ratio decode/copy: {ratios.get(default, ratio):.3f}")
     return 0
+
+
+def _size(text: str) -> int:
+    from .chunk_bench import parse_size
+
+    return parse_size(text)
 
 
 def _ok(mode: str) -> bool:
@@ -185,6 +197,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--unaligned",
         action="store_true",
         help="write the records without pads (tensor bytes wherever Avro leaves them), as before the aligned writer",
+    )
+    p.add_argument(
+        "--chunk",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="cut the records into chunk sets for a topic limit of SIZE (1MiB, 8MiB) and time decoding the reassembled "
+        "buffers against the whole values (ends with 'ratio chunked/whole: <n>'); the assembly is timed apart",
     )
     p.add_argument("--jagged", default="both", choices=["auto", "torch", "numpy", "both"])
     p.add_argument("--repeat", type=int, default=15, help="interleaved timed passes; the fastest counts (default 15)")

@@ -466,7 +466,8 @@ class PackedConsumer:
                 if not defer_done:
                     self.done([record])
                 return None
-            self._seek(msg.topic(), msg.partition(), msg.offset())
+            # Read again from an untrusted start, an incomplete set is reported again instead of skipped.
+            self._seek(msg.topic(), msg.partition(), msg.offset(), trusted=record.incomplete is None)
             raise
         return Delivery(group, msg, record.epoch, next_offset=record.next_offset, value=record.whole)
 
@@ -572,11 +573,11 @@ class PackedConsumer:
         for (t, p), o in first.items():
             self._seek(t, p, o)
 
-    def _seek(self, topic: str, partition: int, offset: int) -> None:
+    def _seek(self, topic: str, partition: int, offset: int, trusted: bool = True) -> None:
         key = (topic, partition)
         self._forget([key])
         if self._assignment.held(key):
-            self._chunks.start(key, offset, trusted=True)  # a record's own (first) offset
+            self._chunks.start(key, offset, trusted)  # a record's own (first) offset: trusted
         try:
             self._consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as e:  # partition revoked meanwhile: the next owner re-reads it anyway

@@ -196,7 +196,7 @@ class RolloutPublisher:
         self._producer = producer if producer is not None else self._make_producer(producer_config)
         self.num_partitions = self._partition_count(connect_timeout)
         self.record_limit = max_message_bytes if producer is not None else topic_record_limit(
-            self.brokers, self.topic, producer_config, fallback=max_message_bytes, timeout=connect_timeout)
+            self.brokers, self.topic, self.client_config, fallback=max_message_bytes, timeout=connect_timeout)
         self._chunk_producer = chunk_producer or ChunkProducer(
             self.topic, self.brokers, self.record_limit, transactional_id=transactional_id,
             config={k: v for k, v in (producer_config or {}).items() if k not in _CHUNK_OWN},
