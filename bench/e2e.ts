@@ -56,7 +56,7 @@ const USAGE = `usage: ./rollout-stream bench e2e [--profile published-max|router
                                [--batches B] [--groups G] [--generations N] [--rate R] [--duration S]
                                [--seed S] [--instances K] [--split | --separate] [--wire trainer|narrow] [--keep]
                                [--format row|gym-result] [--intermediate reference|full]
-                               [--packed-compression zstd|lz4|snappy|gzip|none|producer]
+                               [--packed-compression zstd|lz4|snappy|gzip|none|producer] [--max-record-bytes N]
                                [--client kafkajs|platformatic] [--cpu-prof DIR] [--brokers 3]
 
 Runs the load generator through all stages on the local broker (started if
@@ -91,11 +91,18 @@ replicated cluster. "n/a (reason)" where the broker does not answer it.
   offsets in row-completed) or full (copies of the rows).
 --packed-compression C creates rollout.packed with topics.packed_compression C
   (default zstd: the broker stores the packed batches compressed; none: as sent).
+--max-record-bytes N creates every topic of the run (but the compacted
+  changelogs) with max.message.bytes N (topics.max_message_bytes; e.g. 8MiB,
+  1MiB, 127MiB; default kafka.max_message_bytes): records above it travel
+  as chunk sets, and the stages and the load generator discover the limit
+  from the broker. Compare a chunked run with an unchunked one by running
+  both (e.g. 8MiB against 127MiB, under the local broker's 128 MiB request
+  cap, where nothing in router-replay is chunked).
 --client C runs the stage processes on Kafka client library C (kafka.client:
   kafkajs, the default, or platformatic: @platformatic/kafka); the load
   generator and the readers stay on kafkajs (bench/README.md "Kafka clients").
 --format gym-result sends each row as the NeMo-Gym result it came from
-  (GymResult, SPEC §2.1): accumulate converts it back (the ingest path).
+  (GymResult): accumulate converts it back (the ingest path).
   MB/s and the ratio count the converted rows' bytes (each row's Avro size,
   as in the default --format row), so the two formats compare directly; the
   GymResult bytes actually sent get their own line.
@@ -312,6 +319,15 @@ class RssWatch {
   }
 }
 
+/** `8MiB`, `1MiB`, `512KiB`, `1048576`: a byte count (binary units). */
+export function parseByteSize(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(KiB|MiB|GiB|B)?$/i.exec(text.trim());
+  const unit = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 }[(m?.[2] ?? 'B').toLowerCase() as 'b'];
+  const n = m ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag} must be a size such as 8MiB, 512KiB or 1048576, got ${text}`);
+  return n;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -331,6 +347,7 @@ export async function main(argv: string[]): Promise<number> {
       format: { type: 'string', default: 'row' },
       intermediate: { type: 'string', default: 'reference' },
       'packed-compression': { type: 'string', default: 'zstd' },
+      'max-record-bytes': { type: 'string' },
       client: { type: 'string', default: 'kafkajs' },
       'cpu-prof': { type: 'string' },
       brokers: { type: 'string' },
@@ -355,6 +372,7 @@ export async function main(argv: string[]): Promise<number> {
   if (!(PACKED_COMPRESSIONS as readonly string[]).includes(values['packed-compression'])) {
     throw new UsageError(`--packed-compression must be one of ${PACKED_COMPRESSIONS.join(', ')}, got ${values['packed-compression']}`);
   }
+  const maxRecordBytes = values['max-record-bytes'] === undefined ? null : parseByteSize(values['max-record-bytes'], '--max-record-bytes');
   if (values.client !== 'kafkajs' && values.client !== 'platformatic') throw new UsageError(`--client must be kafkajs or platformatic, got ${values.client}`);
   if (values.brokers !== undefined && values.brokers !== '1') {
     if (values.brokers !== '3') throw new UsageError(`--brokers must be 1 or 3, got ${values.brokers}`);
@@ -365,7 +383,13 @@ export async function main(argv: string[]): Promise<number> {
   if (killAfter !== null && !(killAfter >= 0)) throw new UsageError(`--kill-leader-after must be seconds, got ${values['kill-leader-after']}`);
   ensureLocalServices();
   const prefix = `bench.${randomUUID().slice(0, 8)}.`;
-  const { config } = loadConfig({ overrides: [[['topics', 'prefix'], prefix], [['topics', 'packed_compression'], values['packed-compression']]] });
+  const { config } = loadConfig({
+    overrides: [
+      [['topics', 'prefix'], prefix],
+      [['topics', 'packed_compression'], values['packed-compression']],
+      ...(maxRecordBytes === null ? [] : ([[['topics', 'max_message_bytes'], maxRecordBytes]] as Array<[string[], unknown]>)),
+    ],
+  });
   const kafka = createKafka(config.kafka, 'bench');
   const admin = kafka.admin();
   await admin.connect();
@@ -598,7 +622,8 @@ export async function main(argv: string[]): Promise<number> {
     `profile            ${profile} (${lastSent.size} groups × ${generations} rows; ${arrived.size} packed${duration !== null ? `; soak ${duration} s` : ''})`,
     ...(gymResults ? [`input              GymResults (--format gym-result): ${sent.results} sent, converted back to rows by accumulate`] : []),
     `stages             ${fused ? 'fused (one transaction per batch)' : values.split ? 'one process per stage' : 'separate (one transaction per stage)'} × ${instances} instance(s); packed wire ${values.wire}`,
-    `intermediate       ${values.intermediate} (runtime.intermediate_records); packed topic compression ${values['packed-compression']}`,
+    `intermediate       ${values.intermediate} (runtime.intermediate_records); packed topic compression ${values['packed-compression']}` +
+      `; record limit ${maxRecordBytes === null ? `${config.kafka.max_message_bytes} (kafka.max_message_bytes)` : `${maxRecordBytes} (--max-record-bytes; larger records as chunk sets)`}`,
     `kafka client       ${values.client} (kafka.client; stage processes)`,
     ...(deadLettered.size > 0
       ? [`dead letters       ${deadLettered.size} groups: ${countBy([...deadLettered.values()])}`]
