@@ -14,11 +14,14 @@ let env: TestEnv;
 let pipeline: RunningPipeline;
 
 beforeAll(async () => {
-  // A 48 KiB record limit: a row fits, a group of four such rows does not.
+  // A 48 KiB record limit and ceiling: a row fits, a group of four such rows
+  // does not (below kafka.max_value_bytes it would travel as a chunk set:
+  // test/integration/chunked-records.test.ts).
   // Intermediate records in full: by reference (the default) the group record
   // names its rows and stays small, and the rows' text never reaches packed.
   env = await testEnv('limits', [
     [['kafka', 'max_message_bytes'], 48 * 1024],
+    [['kafka', 'max_value_bytes'], 48 * 1024],
     [['runtime', 'intermediate_records'], 'full'],
     [['runtime', 'metrics_port'], PORT],
     [['accumulate', 'batch_end_grace_ms'], 200],
@@ -54,7 +57,7 @@ describe('record size limits and health endpoints', () => {
     const dead = await readTopic(env.kafka, names.deadLetter, (rs) => rs.length >= 1);
     const letters = await Promise.all(dead.map((r) => dl.decode(r.value)));
     expect(letters.map((d) => `${d.reason}:${d.group_id}`)).toEqual([`record_too_large:${big}`]);
-    expect(letters[0]!.message).toMatch(/over the 49152-byte limit/);
+    expect(letters[0]!.message).toMatch(/over the 49152-byte ceiling \(kafka\.max_value_bytes\)/);
     // Every other group of the same partitions went through.
     const packed = await readTopic(env.kafka, names.packed, (rs) => rs.length >= 7);
     expect(new Set(packed.map((r) => r.key)).size).toBe(7);
