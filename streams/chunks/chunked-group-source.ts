@@ -14,9 +14,12 @@
 import type { FetchedBatch, FetchedRecord, GroupSource, KafkaAdmin, Offset, RebalanceListener } from '../kafka/types.js';
 import type { Logger } from '../runtime/logger.js';
 import { Reassembler, type Reassembled } from './reassembler.js';
+import { RolloutStreamError } from '../../errors/index.js';
 
 /** How often a partition waiting for the rest of a set says so. */
 const WAIT_LOG_MS = 15_000;
+/** Longest an admin request of the source may take before the poll fails (retriably) and a fresh admin client is used. */
+const ADMIN_TIMEOUT_MS = 15_000;
 
 export interface ChunkReaderOptions {
   /** `runtime.max_inflight_bytes`: a partition's open sets and held records. */
@@ -205,6 +208,31 @@ export class ChunkedGroupSource implements GroupSource {
     return this.adminP;
   }
 
+  /**
+   * One admin request, bounded: a request that fails or does not answer
+   * (a broker restarting under it) fails this poll, retriably, and the next
+   * poll asks through a fresh admin client, so a partition never waits on a
+   * dead connection.
+   */
+  private async withAdmin<T>(what: string, f: (a: Awaited<ReturnType<ChunkedGroupSourceOptions['admin']>>) => Promise<T>): Promise<T> {
+    const admin = this.admin();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        admin.then(f),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new RolloutStreamError('request_timeout', `${what} of ${this.o.topic} did not answer in ${ADMIN_TIMEOUT_MS / 1000} s`)), ADMIN_TIMEOUT_MS);
+        }),
+      ]);
+    } catch (e) {
+      if (this.adminP === admin) this.adminP = null;
+      void admin.then((a) => a.close()).catch(() => undefined);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   private hasOuter(p: number): boolean {
     for (const b of this.outs.keys()) if (b.partition === p) return true;
     return false;
@@ -234,7 +262,7 @@ export class ChunkedGroupSource implements GroupSource {
   private async startOf(p: number, firstFetched: Offset): Promise<{ offset: Offset; trusted: boolean }> {
     const st = this.state(p);
     if (st.restart) return st.restart;
-    const committed = (await (await this.admin()).committedOffsets(this.o.groupId, this.o.topic)).get(p);
+    const committed = (await this.withAdmin('reading the committed offsets', (a) => a.committedOffsets(this.o.groupId, this.o.topic))).get(p);
     return committed !== undefined ? { offset: committed, trusted: true } : { offset: firstFetched, trusted: false };
   }
 
@@ -276,7 +304,7 @@ export class ChunkedGroupSource implements GroupSource {
   }
 
   private async logStart(p: number): Promise<Offset> {
-    const offsets = await (await this.admin()).topicOffsets(this.o.topic);
+    const offsets = await this.withAdmin('reading the log start', (a) => a.topicOffsets(this.o.topic));
     const at = offsets.find((x) => x.partition === p);
     return at ? at.low : '0';
   }
