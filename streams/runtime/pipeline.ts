@@ -12,6 +12,7 @@ import { resolveIngestConfig } from '../../processors/ingest-config.js';
 import { TopicCodec, type CodecOptions } from '../codecs/codec.js';
 import { firstUndrained } from './fused-drain.js';
 import { createClient } from '../kafka/clients.js';
+import { classify, retryDelayMs } from './error-policy.js';
 import { chunkReaderOptions } from '../chunks/chunked-client.js';
 import type { KafkaClient, OffsetReader } from '../kafka/types.js';
 import { holdGuards, isModeConflict, protocolsOf, settleFusedTransactions, type Guards } from './mode-guard.js';
@@ -260,18 +261,30 @@ export async function startPipeline(o: PipelineOptions): Promise<RunningPipeline
       if (mode.undrained !== null) await drainSeparately([byName.get('postprocess')!, byName.get('pack')!], makeRunner, client, config, mode.undrained, o.log);
     } else {
       // No separate runner may read an offset a fused transaction has yet to commit (mode-guard.ts).
-      const admin = await client.admin();
-      try {
-        await settleFusedTransactions({
-          client,
-          admin,
-          accumulateGroup: consumerGroupId(config.topics.prefix, 'accumulate'),
-          rowTopic: topics.rowCompleted,
-          transactionTimeoutMs: config.runtime.transaction_timeout_ms,
-          log: o.log,
-        });
-      } finally {
-        await admin.close();
+      // The broker briefly away (a restart under a starting process) is waited out, as the runners' own start-up does.
+      const t0 = Date.now();
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const admin = await client.admin();
+          try {
+            await settleFusedTransactions({
+              client,
+              admin,
+              accumulateGroup: consumerGroupId(config.topics.prefix, 'accumulate'),
+              rowTopic: topics.rowCompleted,
+              transactionTimeoutMs: config.runtime.transaction_timeout_ms,
+              log: o.log,
+            });
+          } finally {
+            await admin.close().catch(() => undefined);
+          }
+          break;
+        } catch (e) {
+          if (classify(e).kind !== 'transient' || Date.now() - t0 > 120_000) throw e;
+          const wait = retryDelayMs(attempt);
+          o.log.warn(`separate stages: settling the fused transactional ids failed (attempt ${attempt}): ${(e as Error).message}; retrying in ${wait / 1000} s`);
+          await new Promise((r) => setTimeout(r, wait));
+        }
       }
     }
     for (const r of runners) {
