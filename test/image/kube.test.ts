@@ -65,6 +65,8 @@ describe('the Kubernetes manifests under podman kube play', () => {
   const ports = [19_600 + (process.pid % 300), 19_601 + (process.pid % 300)];
 
   beforeAll(async () => {
+    // Pods an earlier run left behind (killed before its cleanup) would clash with this run's names.
+    await podman(['pod', 'rm', '-f', '--ignore', 'rs-topics-create', 'rs-stages-a-pod-0', 'rs-stages-b-pod-0']).catch(() => undefined);
     // The prefix's topics come from the manifests' Job, so the env is made without them first.
     env = await testEnv('kube', [[['accumulate', 'batch_end_grace_ms'], 300]]);
   }, 120_000);
