@@ -12,14 +12,9 @@ import { subjectOf, topicNames } from '../../streams/topics/names.js';
 import { RowProducer } from '../../tools/row-producer.js';
 import { testEnv, type TestEnv } from './helpers.js';
 import { readTopic } from './topic-reader.js';
+import { reversed } from '../unit/accumulate/fixtures.js';
 
 const quiet = { info: () => undefined, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
-const reversed = (v: unknown): unknown =>
-  v === null || typeof v !== 'object' || ArrayBuffer.isView(v)
-    ? v
-    : Array.isArray(v)
-      ? v.map(reversed)
-      : Object.fromEntries(Object.entries(v as object).reverse().map(([k, x]) => [k, reversed(x)]));
 
 describe('replay recognised by content through Kafka', () => {
   let env: TestEnv;

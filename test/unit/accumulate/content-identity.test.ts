@@ -14,7 +14,7 @@ import { createAccumulatorState, payloadHash } from '../../../processors/accumul
 import { AvroBodyCodec } from '../../../streams/codecs/codec.js';
 import { formatJsonLine, parseJsonLine } from '../../../json-form/form.js';
 import type { RolloutRow } from '../../../processors/types.js';
-import { defaultAccumulateConfig, makeRow } from './fixtures.js';
+import { defaultAccumulateConfig, makeRow, reversed } from './fixtures.js';
 
 const codec = new AvroBodyCodec('rowCompleted');
 const throughAvro = (row: RolloutRow): RolloutRow => {
@@ -27,13 +27,6 @@ const throughJson = (row: RolloutRow): RolloutRow => {
   if (l.kind !== 'row') throw new Error('not a row');
   return l.record as RolloutRow;
 };
-/** The same object with every object's keys in reverse order. */
-const reversed = (v: unknown): unknown =>
-  v === null || typeof v !== 'object' || ArrayBuffer.isView(v)
-    ? v
-    : Array.isArray(v)
-      ? v.map(reversed)
-      : Object.fromEntries(Object.entries(v as object).reverse().map(([k, x]) => [k, reversed(x)]));
 
 describe('content digest', () => {
   const row = makeRow({ position: 1 });

@@ -81,3 +81,11 @@ function isRow(r: object): r is RolloutRow {
   const log = (r as RolloutRow).message_log;
   return log.every((m) => m && m.token_ids instanceof Int32Array);
 }
+
+/** The same value with every object's keys in reverse order (another publisher's spelling of the same content). */
+export const reversed = (v: unknown): unknown =>
+  v === null || typeof v !== 'object' || ArrayBuffer.isView(v)
+    ? v
+    : Array.isArray(v)
+      ? v.map(reversed)
+      : Object.fromEntries(Object.entries(v as object).reverse().map(([k, x]) => [k, reversed(x)]));
