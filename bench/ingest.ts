@@ -32,7 +32,7 @@ const USAGE = `usage: ./rollout-stream bench ingest [--profile published-max|rou
 
 Measures, per profile (both unless --profile), on GymResults built from the
 load generator's rows before any clock starts:
-  (a) ingestGymResult (SPEC §2.1, default ingest config) on each parsed
+  (a) ingestGymResult (GymResult → row, default ingest config) on each parsed
       record against JSON.parse of the record's gym_row and gym_result texts;
       last line of the part "ratio ingest/parse: <median>" (target ≤ 2);
   (b) publishing them through RolloutPublisher (validation, Avro encoding,

@@ -325,7 +325,7 @@ redrive  re-publishes the original records carried by the selected dead letters 
          lists what would be sent.
 
 Selection:
-  --reason R     e.g. nan_logprobs, incomplete_group, undecodable (SPEC §3)
+  --reason R     e.g. nan_logprobs, incomplete_group, undecodable (all: docs/formats.md#dead-letter)
   --stage S      accumulate | postprocess | pack
   --group ID     one group
   --batch ID     one batch

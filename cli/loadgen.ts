@@ -284,14 +284,14 @@ Options:
                    default lg<seed>-<time><random> live, so runs on one prefix never share
                    a batch; lg<seed> for --dry-run
   --format F       row (default) | gym-result: send each row as the raw NeMo-Gym result
-                   (SPEC §2.1) that accumulate converts back into the row's generated
-                   turns: token ids and logprobs on the output items, routes as nrlre1
-                   envelopes (router-replay), a NaN logprob as "NaN"; same groups,
-                   batches, faults and pacing. Media and the two violation flags are
-                   not carried (the conversion derives flags from the item texts)
+                   (docs/formats.md#gymresult-lines) that accumulate converts back into
+                   the row's generated turns: token ids and logprobs on the output items,
+                   routes as nrlre1 envelopes (router-replay), a NaN logprob as "NaN";
+                   same groups, batches, faults and pacing. Media and the two violation
+                   flags are not carried (the conversion derives flags from the item texts)
   --prefix X       topic prefix (else TOPIC_PREFIX, else none)
   --config F       config file (brokers, registry, partitions)
-  --dry-run        write the rows as JSON lines (SPEC §9) to stdout instead of Kafka;
+  --dry-run        write the rows as JSON lines (docs/formats.md) to stdout instead of Kafka;
                    garbage records are counted but not written
   --quiet          no progress output
 

@@ -68,7 +68,7 @@ const USAGE = `usage: ./rollout-stream offline <ingest|accumulate|postprocess|pa
 Runs one stage (or all of them chained) on JSON lines from stdin and writes
 JSON lines to stdout; logs go to stderr. No Kafka is involved.
 
-  ingest       NeMo-Gym result lines (SPEC §2.1) → row lines and {"dead_letter": …};
+  ingest       NeMo-Gym result lines (docs/formats.md#gymresult-lines) → row lines and {"dead_letter": …};
                {"batch_end": …} lines pass through
   accumulate   row lines, NeMo-Gym result lines and {"batch_end": …} lines → {"group": …} and {"dead_letter": …}
   postprocess  {"group": …} lines → {"penalized": …}, {"metrics": …}, {"dead_letter": …}

@@ -244,8 +244,8 @@ export const produceCommand: Command = {
   usage: `usage: ./rollout-stream produce [--format row|gym-result] [--batch-end] [--stamp-identity N]
                                [--prefix P] [--config F] [--quiet]
 
-Reads JSON lines (SPEC §9) from stdin and publishes them to
-<prefix>rollout.row-completed the way every publisher of SPEC §2.2 does:
+Reads JSON lines (docs/formats.md) from stdin and publishes them to
+<prefix>rollout.row-completed the way every publisher does (docs/rules.md#publishing):
 keyed by group_id, on partition murmur2(group_id) mod partitions (the Java
 client's choice, so rows sent from Python land on the same partition),
 idempotent, acks=all. Accepted lines:
@@ -271,7 +271,7 @@ Options:
                        the input close batches
   --stamp-identity N   set group_index = i // N, row_index = i, num_generations = N on
                        the i-th record line of each batch (from 0, in input order):
-                       task rows of groups of N consecutive rows (SPEC §2.2)
+                       task rows of groups of N consecutive rows
   --prefix P           topic prefix (else TOPIC_PREFIX, else none)
   --config F           config file (brokers, registry, kafka.max_message_bytes)
   --quiet              no progress and no summary (rejected lines are still reported)

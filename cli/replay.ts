@@ -290,7 +290,7 @@ export const replayCommand: Command = {
 Reads topic T (read_committed) from a start position up to the end offsets
 captured when it starts, so it always ends. T is a base name resolved with
 the prefix (rollout.packed → <prefix>rollout.packed) or a full topic name.
-By default each record is printed to stdout as one JSON line (SPEC §9: rows,
+By default each record is printed to stdout as one JSON line (docs/formats.md: rows,
 {"batch_end"}, {"group"}, {"penalized"}, {"packed"}, {"metrics"},
 {"dead_letter"}); logs and progress go to stderr.
 

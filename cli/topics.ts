@@ -8,7 +8,7 @@ import { parseFlags, UsageError, type Command } from '../tools/command.js';
 
 export const topicsCommand: Command = {
   name: 'topics',
-  summary: 'create the topics of SPEC §1 and register their schemas (idempotent)',
+  summary: 'create the pipeline topics and register their schemas (idempotent)',
   usage: `usage: ./rollout-stream topics <create|list> [--config F] [--prefix P]
 
   create   create missing topics (partitions, size limits, cleanup policy,

@@ -282,14 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--registry", default=kafka_env.registry_url())
     p.add_argument("--jagged", default="auto", choices=["auto", "torch", "numpy"])
     p.add_argument("--first", type=int, default=8, help="values shown per field (default 8)")
-    p.add_argument("--json", action="store_true", help="print the SPEC §9 JSON form instead")
+    p.add_argument("--json", action="store_true", help="print the JSON form (docs/formats.md) instead")
     p.add_argument("--timeout", type=float, default=10.0)
     r = sub.add_parser(
         "replay",
         help="hand past packed groups (chosen batches, a time range, offsets) to put_samples or write JSON lines",
         description=textwrap.fill("Reads rollout.packed over a fixed range, partition by partition in offset order, and hands "
         "each matching group to --put module:function (called as put_samples(sample_ids, fields, tags)) or writes "
-        "its SPEC §9 JSON form as one line to --to-jsonl (default: stdout). Joins no consumer group and commits "
+        "its JSON form (docs/formats.md) as one line to --to-jsonl (default: stdout). Joins no consumer group and commits "
         "nothing; stops at the end of the range. Progress and a summary line go to stderr. "
         "Exit 0, 1 when a partition's end could not be reached within --timeout quiet seconds "
         "(an open transaction), 2 on errors.", 90),
