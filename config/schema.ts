@@ -273,6 +273,27 @@ export const topicsConfigSchema = z
      * the producer sent (`kafka.compression`).
      */
     packed_compression: z.enum(PACKED_COMPRESSIONS).default('zstd'),
+    /**
+     * `retention.ms` `topics create` gives the pipeline's delete-policy
+     * topics (row-completed, group-complete, penalized, packed, dead-letter,
+     * metrics, batch progress); the compacted changelogs and the pack ledger
+     * are left alone (retention does not apply to compaction). -1: keep
+     * forever; 0 is refused. It must outlive the longest a trainer may be
+     * down (a trainer resumes `rollout.packed` from its offsets, and what
+     * retention deleted meanwhile it never gets), the collector's read-back
+     * of a resumed batch in `rollout.row-completed` (rows gone are run
+     * again), the slowest path to `rollout.packed` (reference records point
+     * into `rollout.row-completed`), and the time within which you may
+     * redrive dead letters. Default 7 days (Kafka's own default): a trainer
+     * down over a long weekend loses nothing, and topics on a cluster whose
+     * default is shorter still get it. Disk: docs/managed-kafka.md "Retention".
+     */
+    retention_ms: z
+      .number({ error: 'must be a number of milliseconds (604800000: 7 days; -1: keep forever)' })
+      .int({ error: 'must be a whole number of milliseconds (-1: keep forever)' })
+      .min(-1, { error: 'must be -1 (keep forever) or a positive number of milliseconds' })
+      .refine((v) => v !== 0, { error: 'must not be 0 (records would be deleted at once; -1 keeps them forever)' })
+      .default(604_800_000),
   })
   .superRefine((t, ctx) => {
     if (t.replication_factor !== null && t.min_insync_replicas !== null && t.min_insync_replicas > t.replication_factor) {

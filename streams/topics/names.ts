@@ -54,16 +54,18 @@ export interface TopicSpec {
   configEntries: Array<{ name: string; value: string }>;
 }
 
-/** Every topic with its configuration: partition counts, size limits, cleanup policy, the packed topic's compression. */
+/** Every topic with its configuration: partition counts, size limits, cleanup policy, retention, the packed topic's compression. */
 export function topicSpecs(config: Config): TopicSpec[] {
   const names = topicNames(config.topics.prefix);
   // Writers read each topic's limit back (streams/chunks/record-limits.ts) and chunk what is above it;
   // compaction would keep one chunk per key, so the changelogs keep the client's own limit.
   const maxBytes = String(config.topics.max_message_bytes ?? config.kafka.max_message_bytes);
   const changelogBytes = String(config.kafka.max_message_bytes);
+  // retention.ms only where records are deleted: compaction keeps the last value per key regardless.
   const common = [
     { name: 'max.message.bytes', value: maxBytes },
     { name: 'cleanup.policy', value: 'delete' },
+    { name: 'retention.ms', value: String(config.topics.retention_ms) },
   ];
   const packedCompression = config.topics.packed_compression;
   const specs: TopicSpec[] = (Object.keys(BASE_TOPIC_NAMES) as TopicRole[]).map((role) => ({
