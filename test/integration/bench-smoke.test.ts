@@ -21,7 +21,7 @@ describe('benchmark commands', () => {
     const out = run.stdout;
     expect(out).toMatch(/^profile\s+small \(4 groups × 4 rows; 4 packed\)$/m);
     expect(out).toMatch(/^stages\s+fused \(one transaction per batch\) × 1 instance\(s\); packed wire trainer$/m);
-    expect(out).toMatch(/^intermediate\s+reference \(runtime\.intermediate_records\); packed topic compression zstd$/m);
+    expect(out).toMatch(/^intermediate\s+reference \(runtime\.intermediate_records\); packed topic compression zstd; record limit \d+ \(kafka\.max_message_bytes\)$/m);
     expect(out).toMatch(/^latency \(batch 2\+\) p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms \(2 groups after the first batch\)$/m);
     expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
     expect(out).toMatch(/^latency\s+p50 \d+ ms, p90 \d+ ms, p99 \d+ ms, max \d+ ms/m);
@@ -42,6 +42,17 @@ describe('benchmark commands', () => {
     expect(Number.isFinite(ratio) && ratio > 0, `ratio rows/raw ${ratio}`).toBe(true);
     expect(number(out, /^bytes by topic\s+row-completed [\d.]+ MB \((\d+\.\d{2})×\)( · [\w.-]+ [\d.]+ MB \(\d+\.\d{2}×\))+$/m)).toBeGreaterThanOrEqual(1);
     expect(out).toMatch(/^bytes by topic .* · packed [\d.]+ MB/m);
+    expect(out).not.toMatch(/dead letters/);
+  });
+
+  test('bench e2e --max-record-bytes creates the run\'s topics at that limit: rows and packed groups above it travel as chunk sets and every group arrives packed', async () => {
+    const run = await launcher(['bench', 'e2e', '--profile', 'small', '--batches', '2', '--groups', '2', '--generations', '4', '--rate', '200', '--max-record-bytes', '2KiB']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const out = run.stdout;
+    expect(out).toMatch(/^intermediate\s+.*; record limit 2048 \(--max-record-bytes; larger records as chunk sets\)$/m);
+    expect(number(out, /^rows\/s\s+([\d.]+)$/m)).toBeGreaterThan(0);
+    // The small profile's rows (~1.9 kB) are over 2 KiB with their headers: row-completed carries them as chunk sets, more bytes than the rows.
+    expect(number(out, /^bytes by topic\s+row-completed [\d.]+ MB \((\d+\.\d{2})×\)/m)).toBeGreaterThan(1.1);
     expect(out).not.toMatch(/dead letters/);
   });
 
