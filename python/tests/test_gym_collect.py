@@ -33,7 +33,7 @@ import fastavro
 import pytest
 
 from rollout_stream import PackedConsumer, feed
-from rollout_stream import row_completed_schema
+from rollout_stream import row_completed_schema, row_json
 from rollout_stream.encode import encode_packed_value
 from rollout_stream.framing import HEADER_SIZE
 from rollout_stream.json_form import record_from_json
@@ -75,7 +75,7 @@ def published_results(brokers: str, topic: str) -> list[dict]:
         if "gym_row" in ev:
             line = {k: ev[k] for k in ("batch_id", "group_id", "group_index", "row_index", "num_generations",
                                        "prompt_idx", "task_index", "weight_version")}
-            line["gym_row"], line["gym_result"] = json.loads(ev["gym_row"]), json.loads(ev["gym_result"])
+            line["gym_row"], line["gym_result"] = json.loads(ev["gym_row"]), row_json.gym_result_object(ev, json_form=True)
             lines.append(line)
         elif "num_rows" in ev:
             lines.append({"batch_end": {"batch_id": ev["batch_id"], "num_rows": ev["num_rows"]}})

@@ -71,9 +71,16 @@ def _fastavro_bytes(value: bytes) -> bytes:
     return buf.getvalue()
 
 
+@pytest.fixture(scope="module")
+def python_vectors():
+    import make_py_vectors
+
+    return make_py_vectors.build()
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in VECTORS.glob("py-*.avro")))
-def test_the_hand_written_encoder_writes_what_fastavro_writes(name):
-    value = (VECTORS / f"{name}.avro").read_bytes()
+def test_the_hand_written_encoder_writes_what_fastavro_writes(python_vectors, name):
+    value = python_vectors[name][0]  # what the publisher sends today
     assert _fastavro_bytes(value) == value[5:]
 
 

@@ -161,7 +161,7 @@ print(json.dumps({
     "sys_path": sys.path,
     "topic": topic, "schema_id": schema_id, "wire_schema_id": wire_schema_id, "kind": kind,
     "group_id": group_id, "record": {k: record[k] for k in ("group_id", "batch_id", "weight_version")},
-    "gym_result": json.loads(record["gym_result"]),
+    "gym_result": row_json.gym_result_object(record),
 }))
 '''
 

@@ -34,8 +34,9 @@ ROW_BRANCH = f"{NAMESPACE}.RolloutRow"
 BATCH_END_BRANCH = f"{NAMESPACE}.BatchEnd"
 GYM_RESULT_BRANCH = f"{NAMESPACE}.GymResult"
 # sha256 of the Parsing Canonical Form the hand-written encoder follows:
-# event = union [RolloutRow, BatchEnd, GymResult], fields in schema order.
-ENCODER_LAYOUT_SHA256 = "490602bb06e1d4c1125ad4d382e68538c37d9f0ad4f3daf97eb3da974f67d730"
+# event = union [RolloutRow, BatchEnd, GymResult], fields in schema order,
+# GymResult with version 2's columns.
+ENCODER_LAYOUT_SHA256 = "68b9fdc059f5666a28a0df85a14964cc7033c23460e5626cb349c3fa06ede1b9"
 
 
 def schema_path() -> Traversable:

@@ -19,7 +19,10 @@ arrays and maps = one block ``count items... 0`` or just ``0`` when empty)::
     BatchEnd    := batch_id:string num_rows:int
     GymResult   := batch_id group_id group_index row_index num_generations prompt_idx
                    task_index weight_version instance_label gym_row:string(JSON)
-                   gym_result:string(JSON) timing produced_at
+                   gym_result:string(JSON) columns:[null,array<GymItemColumns>] timing produced_at
+    GymItemColumns := item:int prompt_token_ids:[null,bytes(int32 LE)] generation_token_ids:[null,bytes(int32 LE)]
+                   generation_log_probs:[null,bytes(float64 LE)] routed_experts:[null,GymRoutedExperts]
+    GymRoutedExperts := form:enum(envelope=0,lists=1) dtype:string shape:array<int> data:bytes
 
 avsc writes each array and map as one block and map entries in the
 JavaScript object's key order (``js_json.js_ordered_items``, applied when
@@ -33,6 +36,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .gym_columns import WireColumns
 from .row_input import WireBatchEnd, WireGymResult, WireIdentity, WireMessage, WireRow, WireTensor
 
 _HEADER = struct.Struct(">bI")
@@ -191,8 +195,32 @@ def row_parts(r: WireRow) -> list[Any]:
     return parts
 
 
+def _columns(parts: list[Any], columns: list[WireColumns]) -> None:
+    """Version 2's ``columns``: always the array branch (an empty array when nothing moved)."""
+    parts.append(_SOME)
+    if columns:
+        parts.append(zigzag(len(columns)))
+        for c in columns:
+            parts.append(zigzag(c.item))
+            _optional_string(parts, c.prompt_token_ids)  # Avro bytes are written as strings are
+            _optional_string(parts, c.generation_token_ids)
+            _optional_string(parts, c.generation_log_probs)
+            r = c.routed_experts
+            if r is None:
+                parts.append(_NULL)
+            else:
+                parts.append(_SOME)
+                parts.append(zigzag(r.form))
+                _string(parts, r.dtype)
+                parts.append(zigzag(len(r.shape)))
+                parts.extend(zigzag(d) for d in r.shape)
+                parts.append(_NULL)
+                _string(parts, r.data)
+    parts.append(_NULL)
+
+
 def gym_result_parts(g: WireGymResult) -> list[Any]:
-    """The body of a ``GymResult`` event as a list of bytes-like pieces."""
+    """The body of a ``GymResult`` event (version 2) as a list of bytes-like pieces."""
     i = g.identity
     parts: list[Any] = [_BRANCH_GYM_RESULT]
     _head(parts, i)
@@ -200,6 +228,7 @@ def gym_result_parts(g: WireGymResult) -> list[Any]:
     _optional_string(parts, i.instance_label)
     _string(parts, g.gym_row)
     _string_pieces(parts, g.gym_result)
+    _columns(parts, g.columns)
     _tail(parts, i)
     return parts
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import js_json, tensor_input
+from . import gym_columns, js_json, tensor_input
 from .errors import InvalidRowError
 
 INT32_MAX = 2**31 - 1
@@ -79,7 +79,8 @@ class WireRow:
 class WireGymResult:
     identity: WireIdentity
     gym_row: bytes
-    gym_result: bytes | list[bytes]  # pieces of one UTF-8 JSON text (js_json.dumps_parts)
+    gym_result: bytes | list[bytes]  # pieces of one UTF-8 JSON text (js_json.dumps_parts), without the columns
+    columns: list[gym_columns.WireColumns]  # version 2: the output items' numbers (gym_columns.split)
 
 
 @dataclass(slots=True)
@@ -353,7 +354,9 @@ def gym_result(gym_row: Any, result: Any, ident: WireIdentity) -> WireGymResult:
     string, ``gym_row.responses_create_params`` an object (it becomes the
     row's ``request``), ``gym_row._ng_task_index`` an integer when present and
     the identity has no ``task_index``, ``gym_result.response.output`` a list.
-    Output items are left to ingest (``non_contiguous_tokens``, ``no_generation_data``, …).
+    Output items are left to ingest (``non_contiguous_tokens``, ``no_generation_data``, …);
+    their token ids, logprobs and routed experts travel as binary columns
+    where they pass :mod:`rollout_stream.gym_columns`' rules (version 2).
 
     Raises:
         InvalidRowError: The first field that breaks a rule.
@@ -372,10 +375,14 @@ def gym_result(gym_row: Any, result: Any, ident: WireIdentity) -> WireGymResult:
     output = response.get("output")
     if not isinstance(output, (list, tuple)):
         raise InvalidRowError("gym_result.response.output", f"must be a list of output items, got {_describe(output)}")
+    new_output, columns = gym_columns.split(output)
+    if new_output is not None:  # copies down to the items that lost keys; the caller's objects are untouched
+        res = {**res, "response": {**response, "output": new_output}}
     return WireGymResult(
         identity=ident,
         gym_row=js_json.dumps_utf8(task_row, "gym_row"),
         gym_result=js_json.dumps_parts(res, "gym_result"),
+        columns=columns,
     )
 
 

@@ -8,7 +8,9 @@
   ``rowToJson`` / ``gymResultToJson`` write it (token ids as lists, float32
   logprobs with the fewest digits that read back to the same float32,
   int32 routed experts and float32 media as nested lists, other dtypes as
-  ``{"dtype", "shape", "values"}``, NaN and infinities as strings).
+  ``{"dtype", "shape", "values"}``, NaN and infinities as strings); a
+  version-2 GymResult's columns are put back into its output items
+  (:func:`gym_result_object`).
 
 Used by the shared test vectors and handy for debugging a topic.
 """
@@ -26,7 +28,7 @@ from typing import Any
 import fastavro
 import numpy as np
 
-from . import row_completed_schema
+from . import gym_columns, row_completed_schema
 from .errors import DecodeError, InvalidRowError
 from .framing import HEADER_SIZE, parse_header
 
@@ -245,13 +247,24 @@ def _identity_json(r: Mapping[str, Any], before_weight: dict[str, Any], after_la
     return o
 
 
+def gym_result_object(record: Mapping[str, Any], *, json_form: bool = False) -> Any:
+    """The ``gym_result`` of a decoded GymResult record as NeMo-Gym returned it (version 2's columns put back).
+
+    ``json_form``: non-finite logprobs as the JSON form's strings (see :func:`gym_columns.assemble`).
+
+    Raises:
+        DecodeError: The columns do not fit the JSON (the message names the item and key).
+    """
+    return gym_columns.assemble(json.loads(record["gym_result"]), record.get("columns"), json_form=json_form)
+
+
 def to_json(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
     """A decoded record (:func:`decode`) in the JSON form (the keys and order of the TypeScript writers)."""
     if kind == "batch_end":
         return {"batch_end": {"batch_id": record["batch_id"], "num_rows": record["num_rows"]}}
     if kind == "gym_result":
         return _identity_json(
-            record, {}, {"gym_row": json.loads(record["gym_row"]), "gym_result": json.loads(record["gym_result"])}
+            record, {}, {"gym_row": json.loads(record["gym_row"]), "gym_result": gym_result_object(record, json_form=True)}
         )
     return _identity_json(
         record,
