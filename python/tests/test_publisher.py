@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -120,6 +121,31 @@ def test_a_closed_publisher_refuses_to_publish():
 def test_an_unknown_topic_is_a_clear_error():
     with pytest.raises(KafkaOperationError, match="topics create"):
         RolloutPublisher(producer=FakeProducer(topics=set()), schema_id=1, topic_prefix="")
+
+
+def test_a_topic_the_broker_learns_of_a_moment_later_is_asked_about_again(monkeypatch):
+    """Right after `topics create` a broker can answer UNKNOWN_TOPIC_OR_PART for a short while."""
+    from confluent_kafka import KafkaError
+
+    class LateTopic(FakeProducer):
+        asked = 0
+
+        def list_topics(self, topic=None, timeout=-1):
+            self.asked += 1
+            if self.asked < 3:
+                return SimpleNamespace(topics={topic: SimpleNamespace(error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), partitions={})})
+            return super().list_topics(topic, timeout)
+
+    late = LateTopic(partitions=3)
+    pub = RolloutPublisher(producer=late, schema_id=1, topic_prefix="")
+    assert (pub.num_partitions, late.asked) == (3, 3)
+    # A topic that never appears is still reported, once the wait is over.
+    monkeypatch.setattr("rollout_stream.publisher.UNKNOWN_TOPIC_WAIT_S", 0.5)
+    never = LateTopic(topics=set())
+    never.asked = -10**9
+    with pytest.raises(KafkaOperationError, match="topics create"):
+        RolloutPublisher(producer=never, schema_id=1, topic_prefix="")
+    assert never.asked > -10**9 + 1
 
 
 def test_idempotence_and_acks_cannot_be_configured_away():

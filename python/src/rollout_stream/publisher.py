@@ -50,6 +50,8 @@ DEFAULT_TOPIC = "rollout.row-completed"
 DEFAULT_BROKERS = kafka_env.DEFAULT_BROKERS
 # The broker's and the TypeScript side's record limit (config kafka.max_message_bytes).
 MAX_MESSAGE_BYTES = 67_108_864
+# How long a topic the broker does not know yet is asked about again (see _partition_count).
+UNKNOWN_TOPIC_WAIT_S = 3.0
 _FIXED = {"enable.idempotence": True, "acks": "all"}
 # Settings the chunk producer decides itself (one chunk per batch), whatever producer_config says.
 _CHUNK_OWN = {"batch.size", "message.max.bytes", "transactional.id", "linger.ms", "batch.num.messages"}
@@ -213,16 +215,27 @@ class RolloutPublisher:
         return Producer({"error_cb": self._on_error, **producer_settings(self.brokers, extra)})
 
     def _partition_count(self, timeout: float) -> int:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
-        try:
-            md = self._producer.list_topics(self.topic, timeout=timeout)
-        except KafkaException as e:
-            raise BrokerUnavailableError(
-                f"no Kafka broker answered at {self.brokers} within {timeout} s ({e}); check KAFKA_BROKERS",
-                cause=e,
-            ) from e
-        t = md.topics.get(self.topic)
+        # A topic created a moment ago can be missing from the answering
+        # broker's metadata for a short while (seen right after `topics
+        # create`): an unknown topic is asked about again for up to
+        # UNKNOWN_TOPIC_WAIT_S before it is reported.
+        deadline = time.monotonic() + min(timeout, UNKNOWN_TOPIC_WAIT_S)
+        while True:
+            try:
+                md = self._producer.list_topics(self.topic, timeout=timeout)
+            except KafkaException as e:
+                raise BrokerUnavailableError(
+                    f"no Kafka broker answered at {self.brokers} within {timeout} s ({e}); check KAFKA_BROKERS",
+                    cause=e,
+                ) from e
+            t = md.topics.get(self.topic)
+            code = getattr(t.error, "code", None) if t is not None else None
+            unknown = t is None or (callable(code) and code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+            if not unknown or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
         if t is None or t.error is not None or not t.partitions:
             why = t.error if t is not None and t.error is not None else "no partitions"
             raise KafkaOperationError(
