@@ -5,10 +5,9 @@ Each vector is a value exactly as :class:`RolloutPublisher` sends it
 tensors, numpy arrays, plain lists, Python floats NaN/inf/-0.0/1e-05,
 numpy scalars and integer-like keys inside the JSON fields. ``<name>.json``
 is its SPEC §9 JSON form as the Python decoder reads it back.
-``test/unit/row-completed-vectors.test.ts`` decodes them with avsc and
-must get the JSON text and, re-encoding, the same bytes;
-``test_row_completed_vectors.py`` checks these files are still what this
-script builds. Run after an intended change::
+``test/unit/row-completed-vectors.test.ts`` decodes them with avsc;
+``test_row_completed_vectors.py`` checks that what this script builds
+today says the same as these files. Run after an intended change::
 
     .venv/bin/python python/tests/make_py_vectors.py
 """
@@ -27,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 from fake_producer import FakeProducer  # noqa: E402
 
-from rollout_stream import RolloutPublisher, js_json, row_json  # noqa: E402
+from rollout_stream import RolloutPublisher, json_text, row_json  # noqa: E402
 
 OUT = HERE.parents[1] / "test" / "vectors" / "row-completed"
 
@@ -185,7 +184,7 @@ def build() -> dict[str, tuple[bytes, str]]:
     out = {}
     for name, value in zip(names, values):
         kind, _, record = row_json.decode(value)
-        out[name] = (value, js_json.dumps(row_json.to_json(kind, record)) + "\n")
+        out[name] = (value, json_text.dumps(row_json.to_json(kind, record)).decode("utf-8") + "\n")
     return out
 
 

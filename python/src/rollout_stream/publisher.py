@@ -2,8 +2,9 @@
 
 :class:`RolloutPublisher` validates each row or NeMo-Gym result against
 SPEC §2 / §2.1 before anything is sent (:mod:`rollout_stream.row_input`),
-encodes it byte-identically to the TypeScript codec
-(:mod:`rollout_stream.row_encoder`), keys it by ``group_id`` and sends it,
+encodes it with the schema and content the TypeScript codec writes
+(:mod:`rollout_stream.row_encoder`; the same value gives the same bytes
+every time), keys it by ``group_id`` and sends it,
 with an idempotent ``acks=all`` confluent-kafka producer, to the partition
 Kafka's Java client would pick (:mod:`rollout_stream.partitioner`), so rows
 from Python and TypeScript publishers meet in one partition. ``end_batch``

@@ -4,7 +4,8 @@
 the package reads its shipped copy (:mod:`rollout_stream.schema_files`).
 The TypeScript side registers ``JSON.stringify(parsed .avsc)`` (compact,
 key order as in the file) under ``<topic>-value``; :func:`registered_text`
-produces that exact text, so both publishers get one schema id. The Python
+produces that exact text (for this ASCII schema without floats, Python's
+compact dump is the same), so both publishers get one schema id. The Python
 encoder (:mod:`rollout_stream.row_encoder`) writes the body by hand for
 speed, so :func:`check_layout` refuses a schema whose Parsing Canonical Form
 (the part that decides the bytes: names, types, field order) differs from
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from . import js_json, schema_files
+from . import schema_files
 from .errors import SchemaLayoutError
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def load(path: str | Path | None = None) -> dict[str, Any]:
 
 def registered_text(schema: dict[str, Any]) -> str:
     """The text the TypeScript registry client sends for ``schema``: ``JSON.stringify(schema)``."""
-    return js_json.dumps(schema, "schema")
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
 def layout_sha256(schema: dict[str, Any]) -> str:

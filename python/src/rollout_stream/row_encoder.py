@@ -1,4 +1,4 @@
-"""Avro bodies of ``rollout.row-completed`` values, written by hand, byte-identical to avsc.
+"""Avro bodies of ``rollout.row-completed`` values, written by hand, byte-identical to fastavro and avsc.
 
 Byte grammar (Avro binary; ``long`` = zig-zag varint, ``string``/``bytes`` =
 long length + bytes, ``[null, T]`` = long branch index 0 | 1 then T,
@@ -24,9 +24,8 @@ arrays and maps = one block ``count items... 0`` or just ``0`` when empty)::
                    generation_log_probs:[null,bytes(float64 LE)] routed_experts:[null,GymRoutedExperts]
     GymRoutedExperts := form:enum(envelope=0,lists=1) dtype:string shape:array<int> data:bytes
 
-avsc writes each array and map as one block and map entries in the
-JavaScript object's key order (``js_json.js_ordered_items``, applied when
-the values are built); a double is its 8 little-endian IEEE bytes. Tensor
+Each array and map is written as one block (as avsc does), map entries in
+the dict's order; a double is its 8 little-endian IEEE bytes. Tensor
 payloads are handed to ``bytes.join`` as numpy buffers: the only copy of a
 tensor is the one into the record.
 """
@@ -69,16 +68,6 @@ def header(schema_id: int) -> bytes:
 def _string(parts: list[Any], b: bytes) -> None:
     parts.append(zigzag(len(b)))
     parts.append(b)
-
-
-def _string_pieces(parts: list[Any], b: bytes | list[bytes]) -> None:
-    """A string given whole or as pieces of its UTF-8 bytes (joined with the rest of the record)."""
-    if type(b) is bytes:
-        parts.append(zigzag(len(b)))
-        parts.append(b)
-    else:
-        parts.append(zigzag(sum(map(len, b))))
-        parts.extend(b)
 
 
 def _array_bytes(parts: list[Any], data: Any) -> None:
@@ -227,7 +216,7 @@ def gym_result_parts(g: WireGymResult) -> list[Any]:
     parts.append(zigzag(i.weight_version))
     _optional_string(parts, i.instance_label)
     _string(parts, g.gym_row)
-    _string_pieces(parts, g.gym_result)
+    _string(parts, g.gym_result)
     _columns(parts, g.columns)
     _tail(parts, i)
     return parts

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import gym_columns, js_json, tensor_input
+from . import gym_columns, json_text, tensor_input
 from .errors import InvalidRowError
 
 INT32_MAX = 2**31 - 1
@@ -79,7 +79,7 @@ class WireRow:
 class WireGymResult:
     identity: WireIdentity
     gym_row: bytes
-    gym_result: bytes | list[bytes]  # pieces of one UTF-8 JSON text (js_json.dumps_parts), without the columns
+    gym_result: bytes  # UTF-8 JSON text (json_text.dumps), without what went into the columns
     columns: list[gym_columns.WireColumns]  # version 2: the output items' numbers (gym_columns.split)
 
 
@@ -159,7 +159,19 @@ def _object(v: Any, field: str) -> Mapping[str, Any]:
 
 
 def _json(v: Any, field: str) -> bytes:
-    return js_json.dumps_utf8(_object(v, field), field)
+    return json_text.dumps(_object(v, field), field)
+
+
+def _map_items(v: Mapping[Any, Any], field: str) -> list[tuple[str, Any]]:
+    """An Avro map's entries in the dict's order; integer keys become their digits (as JSON would write them)."""
+    out = []
+    for k, x in v.items():
+        if type(k) is not str:
+            if not _is_int(k):
+                raise InvalidRowError(field, f"has a key of type {type(k).__name__}; keys must be strings")
+            k = str(int(k))
+        out.append((k, x))
+    return out
 
 
 def produced_at_ms(v: Any, field: str = "produced_at") -> int | None:
@@ -177,7 +189,7 @@ def _timing(v: Any, field: str = "timing") -> list[tuple[bytes, float]] | None:
     if not isinstance(v, Mapping):
         raise InvalidRowError(field, f"must be a map of name → seconds when present, got {_describe(v)}")
     out = []
-    for name, seconds in js_json.js_ordered_items(v.items(), field):
+    for name, seconds in _map_items(v, field):
         if not isinstance(seconds, numbers.Real) or isinstance(seconds, (bool, np.bool_)):
             raise InvalidRowError(f"{field}.{name}", f"must be a number, got {_describe(seconds)}")
         x = float(seconds)
@@ -285,7 +297,7 @@ def _media(v: Any, field: str) -> list[tuple[bytes, WireTensor]]:
         raise InvalidRowError(field, f"must be a map of name → tensor, got {_describe(v)}")
     return [
         (_utf8(name, f"{field}.{name}"), _wire_tensor(tensor_input.media_tensor(t, f"{field}.{name}")))
-        for name, t in js_json.js_ordered_items(v.items(), field)
+        for name, t in _map_items(v, field)
     ]
 
 
@@ -337,7 +349,7 @@ def row(r: Any) -> WireRow:
     request_json = _json(request, "request")
     return WireRow(
         identity=ident,
-        agent_ref=js_json.dumps_utf8(agent_ref, "agent_ref"),
+        agent_ref=json_text.dumps(agent_ref, "agent_ref"),
         request=request_json,
         input_message_log=messages(r.get("input_message_log"), "input_message_log"),
         message_log=messages(r.get("message_log"), "message_log"),
@@ -380,8 +392,8 @@ def gym_result(gym_row: Any, result: Any, ident: WireIdentity) -> WireGymResult:
         res = {**res, "response": {**response, "output": new_output}}
     return WireGymResult(
         identity=ident,
-        gym_row=js_json.dumps_utf8(task_row, "gym_row"),
-        gym_result=js_json.dumps_parts(res, "gym_result"),
+        gym_row=json_text.dumps(task_row, "gym_row"),
+        gym_result=json_text.dumps(res, "gym_result"),
         columns=columns,
     )
 
