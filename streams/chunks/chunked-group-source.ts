@@ -48,6 +48,8 @@ interface PartitionState {
   restart: { offset: Offset; trusted: boolean } | null;
   /** The start of the current reassembler, then the last `next` released. */
   position: Offset | null;
+  /** Whether `position` is a trusted start (a committed boundary, or a trusted restart). */
+  positionTrusted: boolean;
   /** Inner batches fetched while an outer batch of the partition is out. */
   deferred: FetchedBatch[];
   /** From the last inner batch, for the `timeout` rule. */
@@ -123,17 +125,58 @@ export class ChunkedGroupSource implements GroupSource {
    */
   async poll(maxWaitMs: number): Promise<FetchedBatch[]> {
     const out: FetchedBatch[] = [];
+    // An admin request (committed offsets, log start) can fail while the
+    // broker is away. The batch it was for goes back to the inner source to
+    // be fetched again, and so does every batch after it, unread: a batch
+    // kept by neither side would block its partition for good.
+    let failure: unknown = null;
+    const take = async (b: FetchedBatch): Promise<void> => {
+      if (failure !== null) {
+        this.inner.release(b, b.records[0]!.offset);
+        return;
+      }
+      try {
+        out.push(...(await this.absorb(b)));
+      } catch (e) {
+        failure = e;
+        this.undoAbsorb(b);
+      }
+    };
     for (const [p, st] of this.states) {
       if (this.hasOuter(p)) continue;
-      for (const b of st.deferred.splice(0)) out.push(...(await this.absorb(b)));
+      for (const b of st.deferred.splice(0)) await take(b);
     }
-    const batches = await this.inner.poll(out.length > 0 ? 0 : maxWaitMs);
+    const batches = failure === null ? await this.inner.poll(out.length > 0 ? 0 : maxWaitMs) : [];
     for (const b of batches) {
       if (this.hasOuter(b.partition)) this.state(b.partition).deferred.push(b);
-      else out.push(...(await this.absorb(b)));
+      else await take(b);
+    }
+    if (failure !== null) {
+      // Whole records already made are handed on (they are registered as out); the failure is said once.
+      if (out.length === 0) throw failure;
+      this.o.log?.warn(`${this.o.topic}: ${(failure as Error).message}; the batch is fetched again`);
+      return out;
     }
     out.push(...this.expireOpenSets());
     return out;
+  }
+
+  /**
+   * After `absorb(b)` threw: without a reassembler nothing of `b` was read, so
+   * it is simply fetched again; with one, some of it may have been pushed, so
+   * the partition's reassembly restarts at its position (where the next
+   * outer batch would have begun) and `b` goes back to be read from there.
+   */
+  private undoAbsorb(b: FetchedBatch): void {
+    const p = b.partition;
+    const st = this.state(p);
+    if (st.reassembler === null) {
+      this.inner.release(b, st.restart?.offset ?? b.records[0]!.offset);
+      return;
+    }
+    const restart = st.position !== null ? { offset: st.position, trusted: st.positionTrusted } : { offset: b.records[0]!.offset, trusted: false };
+    this.drop(p, restart);
+    this.inner.release(b, restart.offset);
   }
 
   release(batch: FetchedBatch, next: Offset | null): void {
@@ -150,6 +193,7 @@ export class ChunkedGroupSource implements GroupSource {
     const lastNext = batch.records[batch.records.length - 1]!.next!;
     if (next !== null && next === lastNext) {
       st.position = next;
+      st.positionTrusted = true;
       if (h.inner) this.inner.release(h.inner, st.fetchedTo);
       return;
     }
@@ -241,7 +285,7 @@ export class ChunkedGroupSource implements GroupSource {
   private state(p: number): PartitionState {
     let st = this.states.get(p);
     if (!st) {
-      st = { epoch: 0, reassembler: null, restart: null, position: null, deferred: [], fetchedTo: null, highWatermark: null, lastStable: null, waitLoggedAt: 0 };
+      st = { epoch: 0, reassembler: null, restart: null, position: null, positionTrusted: false, deferred: [], fetchedTo: null, highWatermark: null, lastStable: null, waitLoggedAt: 0 };
       this.states.set(p, st);
     }
     return st;
@@ -279,6 +323,7 @@ export class ChunkedGroupSource implements GroupSource {
       st = this.state(p);
       st.reassembler = new Reassembler({ start: start.offset, trusted: start.trusted, maxHeldBytes: this.o.maxHeldBytes, chunkWaitMs: this.o.chunkWaitMs, ...(this.o.maxValueBytes !== undefined ? { maxValueBytes: this.o.maxValueBytes } : {}) });
       st.position = start.offset;
+      st.positionTrusted = start.trusted;
     }
     const r = st.reassembler!;
     for (const rec of b.records) {

@@ -67,6 +67,37 @@ describe('ChunkedGroupSource', () => {
     await s.stop();
   });
 
+  test('an admin request that fails (the broker away) gives the batch back to be fetched again: the next polls hand on every record', async () => {
+    const { c, a } = await cluster();
+    let failures = 1;
+    const admin = async () => {
+      const real = await c.admin();
+      return new Proxy(real, {
+        get(target, key) {
+          if (key === 'committedOffsets' && failures > 0) {
+            failures--;
+            return async () => {
+              throw new Error('connect ECONNREFUSED 127.0.0.1:9092');
+            };
+          }
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === 'function' ? (v as (...args: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    };
+    const s = new ChunkedGroupSource(c.source({ groupId: 'g', topic: TOPIC, maxRecords: 2 }), { ...OPTIONS, groupId: 'g', topic: TOPIC, admin });
+    await s.start({ onAssigned: async () => undefined, onRevoked: async () => undefined, onLost: () => undefined });
+    await expect(s.poll(20)).rejects.toThrow('ECONNREFUSED');
+    const got = (await pollAll(s, (b) => b.records.at(-1)!.next!)).flatMap((b) => b.records);
+    expect(got.map((r) => [r.key!.toString(), r.offset, r.next])).toEqual([
+      ['w0', '0', '1'],
+      ['a', '1', '4'],
+      ['w1', '4', '5'],
+    ]);
+    expect(got[1]!.value!.equals(a)).toBe(true);
+    await s.stop();
+  });
+
   test('a batch released with null is read again from its first chunk, whole', async () => {
     const { c, a } = await cluster();
     const s = await started(c);
