@@ -133,6 +133,17 @@ def test_lists_routes_are_an_int32_tensor_and_come_back_as_nested_lists():
     assert row_json.gym_result_object(record)["response"]["output"][0]["routed_experts"] == routes
 
 
+def test_torch_tensors_travel_as_the_lists_they_stand_for():
+    import torch
+
+    result = {"response": {"output": [{"generation_token_ids": torch.tensor([3, 4]), "generation_log_probs": torch.tensor([-0.5, -1.0]),
+                                       "routed_experts": torch.arange(8, dtype=torch.int16).reshape(2, 2, 2)}]}}
+    record = decoded(publish(result))
+    assert moved(record) == {0: {"generation_token_ids", "generation_log_probs", "routed_experts"}}
+    assert row_json.gym_result_object(record)["response"]["output"][0] == {
+        "generation_token_ids": [3, 4], "generation_log_probs": [-0.5, -1.0], "routed_experts": np.arange(8).reshape(2, 2, 2).tolist()}
+
+
 def test_numpy_values_travel_as_the_lists_they_stand_for():
     result = {"response": {"output": [{
         "prompt_token_ids": np.asarray([1, 2], np.int64), "generation_token_ids": [np.int32(3), np.uint16(4)],

@@ -15,8 +15,8 @@ stays in the JSON as it was:
   from them (form ``envelope``, its dtype); or rectangular nested lists
   ``[S][L][K]`` (all >= 1) of int32-range integers (form ``lists``, int32).
 
-numpy arrays (and numpy integers or floats inside lists) count as the lists
-they stand for. An entry exists only for items where something moved, in
+numpy arrays and torch tensors (and numpy integers or floats inside lists)
+count as the lists they stand for. An entry exists only for items where something moved, in
 item order. Readers (:func:`assemble`) put the values back: lists of ints
 and floats, the same envelope string, nested lists.
 """
@@ -81,10 +81,16 @@ def _pack(fmt: str, values: Any, dtype: str) -> bytes | None:
     return data if _no_bools(values, np.frombuffer(data, dtype)) else None
 
 
+def _torch(v: Any) -> bool:
+    return type(v).__module__.startswith("torch") and hasattr(v, "tolist")
+
+
 def _column_bytes(v: Any, fmt: str, dtype: str, kinds: str) -> bytes | None:
     t = type(v)
     if t is list or t is tuple:
         return _pack(fmt, v, dtype) if v else b""
+    if _torch(v):  # a tensor is the list it stands for (as its JSON would be)
+        return _column_bytes(v.tolist(), fmt, dtype, kinds)
     if not isinstance(v, np.ndarray) or v.ndim != 1:
         return None
     if v.dtype == object:
@@ -177,6 +183,8 @@ def routes(v: Any) -> WireRoutes | None:
         return _envelope(v)
     if t is list or t is tuple:
         return _nested(v)
+    if _torch(v):
+        return routes(v.tolist())
     if isinstance(v, np.ndarray):
         if v.ndim != 3 or v.dtype.kind not in "iu" or 0 in v.shape:
             return _nested(v.tolist()) if v.ndim == 3 and v.dtype == object else None
