@@ -283,3 +283,43 @@ def test_wire_values_keep_the_column_bytes_exact():
                                 row_input.identity(**IDENT))
     assert wire.columns[0].generation_log_probs == np.asarray([-0.1, float(2**60), -0.0], "<f8").tobytes()
     assert row_encoder.encode(wire, 1) == publish({"response": {"output": [{"generation_log_probs": [-0.1, 2**60, -0.0]}]}})
+
+
+def _envelope_by_definition(s: str) -> bytes | None:
+    """The contract's envelope rule spelled out: parse, decode leniently, and the text must re-render exactly."""
+    try:
+        magic, dtype, dims, payload = s.split(":", 3)
+        shape = [int(d) for d in dims.split("x")]
+        data = base64.b64decode(payload)
+    except ValueError:  # binascii.Error is a ValueError
+        return None
+    if magic != "nrlre1" or dtype not in gym_columns.ROUTE_ITEMSIZE or len(shape) != 3:
+        return None
+    if len(data) != math.prod(shape) * gym_columns.ROUTE_ITEMSIZE[dtype]:
+        return None
+    return data if f"nrlre1:{dtype}:{shape[0]}x{shape[1]}x{shape[2]}:{base64.b64encode(data).decode()}" == s else None
+
+
+def test_envelopes_move_exactly_when_they_re_render_byte_for_byte():
+    rng = random.Random(27)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n -_:x0é"
+    moved_count = 0
+    for _ in range(4000):
+        dtype = rng.choice(["int8", "int16", "int32"])
+        s, k = rng.randint(0, 4), rng.randint(1, 2)
+        data = bytes(rng.randrange(256) for _ in range(s * k * gym_columns.ROUTE_ITEMSIZE[dtype]))
+        text = list(f"nrlre1:{dtype}:{s}x1x{k}:{base64.b64encode(data).decode()}")
+        for _ in range(rng.randint(0, 2)):  # a few random edits anywhere
+            at = rng.randrange(len(text) + 1)
+            edit = rng.random()
+            if edit < 0.4 and at < len(text):
+                text[at] = rng.choice(alphabet)
+            elif edit < 0.7:
+                text.insert(at, rng.choice(alphabet))
+            elif at < len(text):
+                del text[at]
+        text = "".join(text)
+        got, want = gym_columns.routes(text), _envelope_by_definition(text)
+        assert (got.data if got else None) == want, text
+        moved_count += got is not None
+    assert 1000 < moved_count < 3000  # both outcomes were exercised
