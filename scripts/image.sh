@@ -10,14 +10,30 @@
 #       ca-certificates) and the pinned Node.js of scripts/node-env.sh.
 #       With --base, any Debian-based image with Node.js 24 in /usr/local
 #       (e.g. docker.io/library/node:24-bookworm-slim on a machine that can pull).
+#   ./rollout-stream image build-compose [--base IMAGE]
+#       The other images docker-compose.yml names, where no container registry
+#       can be reached: localhost/rollout-stream-kafka:<kafka version> and
+#       localhost/rollout-stream-registry:<apicurio version> (stand-ins for
+#       apache/kafka and apicurio/apicurio-registry: the Debian base, Debian's
+#       Java 17 for the broker, the Java 21+ scripts/local-kafka.sh runs the
+#       registry with, and the jars it fetched from Maven Central), and
+#       localhost/rollout-stream-trainer:<version> (Debian's python3, the
+#       wheel of python/ and its dependencies from PyPI). Builds the
+#       rollout-stream image too when it is missing. The base is the one
+#       `build` makes (or --base).
+#   ./rollout-stream image compose ...  runs podman-compose (docker-compose.yml)
+#       with the engine config, the images of build-compose (unless
+#       KAFKA_IMAGE, REGISTRY_IMAGE, ROLLOUT_STREAM_IMAGE, TRAINER_IMAGE say
+#       otherwise), e.g. `image compose up -d`, `image compose logs trainer`.
 #   ./rollout-stream image name        prints the image's name (with the version)
 #   ./rollout-stream image podman ...  runs podman with the project's engine config
 #
-# podman, runc and debootstrap are installed with apt-get when missing (as
-# root; otherwise the command to run is printed). The engine config
-# (.local/podman/containers.conf, used through CONTAINERS_CONF) selects runc
-# (crun refuses hybrid cgroup hosts) and caps the containers' rlimits at this
-# machine's hard limits (podman's defaults can exceed a sandbox's).
+# podman, runc, debootstrap (and podman-compose for `compose`) are installed
+# with apt-get when missing (as root; otherwise the command to run is
+# printed). The engine config (.local/podman/containers.conf, used through
+# CONTAINERS_CONF) selects runc (crun refuses hybrid cgroup hosts) and caps
+# the containers' rlimits at this machine's hard limits (podman's defaults
+# can exceed a sandbox's).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { printf '[image] %s\n' "$*" >&2; }
@@ -31,11 +47,11 @@ MIRROR="${RS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE="${RS_IMAGE_CACHE:-$ROOT/.local/image}"
 CONF_DIR="$ROOT/.local/podman"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 
 ensure_tools() {
   local missing=() t
-  for t in podman runc debootstrap; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  for t in podman runc debootstrap "$@"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
   [[ ${#missing[@]} -eq 0 ]] && return 0
   if [[ $(id -u) -ne 0 ]]; then
     die "missing ${missing[*]}; install them with: sudo apt-get install -y ${missing[*]}"
@@ -97,31 +113,114 @@ local_base() {
   echo "$tag"
 }
 
-build() {
-  cd "$ROOT"
-  local tags=() base="" t0
+# The options of build and build-compose, into TAGS, BASE_IMAGE and REBUILD_BASE.
+parse_build_options() {
+  TAGS=()
+  BASE_IMAGE=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
-      --tag) [[ $# -ge 2 ]] || die "--tag needs a value"; tags+=("$2"); shift 2 ;;
-      --base) [[ $# -ge 2 ]] || die "--base needs a value"; base="$2"; shift 2 ;;
+      --tag) [[ $# -ge 2 ]] || die "--tag needs a value"; TAGS+=("$2"); shift 2 ;;
+      --base) [[ $# -ge 2 ]] || die "--base needs a value"; BASE_IMAGE="$2"; shift 2 ;;
       --rebuild-base) REBUILD_BASE=1; shift ;;
       -h|--help) usage; exit 0 ;;
       *) die "unknown option '$1' (see ./rollout-stream image --help)" ;;
     esac
   done
+}
+
+# The tools, the engine config, the base (BASE_IMAGE, else the local one) and
+# the arguments every `podman build` here starts with (BUILD_ARGS). This
+# machine's trust store for the builds' downloads (npm, pip) goes in as a
+# secret, never copied into an image.
+prepare_build() {
   ensure_tools
   engine_config
-  t0=$SECONDS
-  [[ -n "$base" ]] || base="$(local_base)"
-  local args=(build --network=host --format docker --build-arg "BASE=$base" -t "$IMAGE")
-  # This machine's trust store for the build's downloads (npm), never copied into the image.
+  [[ -n "$BASE_IMAGE" ]] || BASE_IMAGE="$(local_base)"
+  BUILD_ARGS=(build --network=host --format docker --build-arg "BASE=$BASE_IMAGE")
   local ca="${NODE_EXTRA_CA_CERTS:-${SSL_CERT_FILE:-}}"
-  [[ -n "$ca" && -s "$ca" ]] && args+=(--secret "id=ca,src=$ca")
-  for t in "${tags[@]}"; do args+=(-t "$t"); done
-  log "building $IMAGE from $base…"
+  if [[ -n "$ca" && -s "$ca" ]]; then BUILD_ARGS+=(--secret "id=ca,src=$ca"); fi
+}
+
+build() {
+  cd "$ROOT"
+  local t0 t args
+  parse_build_options "$@"
+  t0=$SECONDS
+  prepare_build
+  args=("${BUILD_ARGS[@]}" -t "$IMAGE")
+  for t in "${TAGS[@]}"; do args+=(-t "$t"); done
+  log "building $IMAGE from $BASE_IMAGE…"
   pm "${args[@]}" -f Dockerfile . >&2
-  log "built $IMAGE${tags[*]:+ (also ${tags[*]})} in $((SECONDS - t0)) s; run it with:"
+  log "built $IMAGE${TAGS[*]:+ (also ${TAGS[*]})} in $((SECONDS - t0)) s; run it with:"
   log "  ./rollout-stream image podman run --rm --network=host $IMAGE run --metrics-port 9464"
+}
+
+POM="$ROOT/infra/kafka/pom.xml"
+pom_version() { sed -n "s#.*<$1>\(.*\)</$1>.*#\1#p" "$POM" | head -n1; }
+KAFKA_VERSION="$(pom_version kafka.version)"
+APICURIO_VERSION="$(pom_version apicurio.version)"
+KAFKA_IMAGE_LOCAL="localhost/rollout-stream-kafka:$KAFKA_VERSION"
+REGISTRY_IMAGE_LOCAL="localhost/rollout-stream-registry:$APICURIO_VERSION"
+TRAINER_IMAGE_LOCAL="localhost/rollout-stream-trainer:$VERSION"
+
+# The Java 21+ home for the registry image: RS_REGISTRY_JAVA (a java binary),
+# else the first of the JDKs scripts/local-kafka.sh looks for.
+registry_java_home() {
+  local j
+  if [[ -n "${RS_REGISTRY_JAVA:-}" ]]; then j="$(readlink -f "$RS_REGISTRY_JAVA")"; echo "${j%/bin/java}"; return 0; fi
+  for j in /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-21-jdk-amd64 /usr/lib/jvm/java-21-openjdk-amd64; do
+    [[ -x "$j/bin/java" ]] && { echo "$j"; return 0; }
+  done
+  return 1
+}
+
+# A build context under $CACHE: hard links where the file system allows (no copy of the jars).
+link_tree() { rm -rf "$2"; mkdir -p "$(dirname "$2")"; cp -al "$1" "$2" 2>/dev/null || cp -a "$1" "$2"; }
+
+build_compose() {
+  cd "$ROOT"
+  local t0 jhome ctx d
+  parse_build_options "$@"
+  [[ ${#TAGS[@]} -eq 0 ]] || die "--tag is an option of build only"
+  t0=$SECONDS
+  prepare_build
+  pm image exists "$IMAGE" || build --base "$BASE_IMAGE"
+  local common=("${BUILD_ARGS[@]}")
+
+  log "the Kafka and Apicurio artifacts (scripts/local-kafka.sh install: Maven Central, first run only)…"
+  "$ROOT/scripts/local-kafka.sh" install
+  ctx="$CACHE/compose-kafka"
+  link_tree "$ROOT/.local/kafka-libs" "$ctx/libs"
+  rm -f "$ctx/libs/.stamp"
+  cp "$ROOT/deploy/compose/kafka-run.sh" "$ctx/"
+  log "building $KAFKA_IMAGE_LOCAL from $BASE_IMAGE…"
+  pm "${common[@]}" -t "$KAFKA_IMAGE_LOCAL" -f "$ROOT/deploy/compose/kafka.Containerfile" "$ctx" >&2
+
+  jhome="$(registry_java_home)" || die "the registry image needs a Java 21+ (Debian bookworm has none): set RS_REGISTRY_JAVA to its java binary"
+  ctx="$CACHE/compose-registry"
+  link_tree "$ROOT/.local/apicurio" "$ctx/apicurio"
+  rm -rf "$ctx/jre"
+  mkdir -p "$ctx/jre"
+  for d in bin conf lib release; do
+    if [[ -e "$jhome/$d" ]]; then link_tree "$jhome/$d" "$ctx/jre/$d"; fi
+  done
+  rm -f "$ctx/jre/lib/src.zip"
+  log "building $REGISTRY_IMAGE_LOCAL from $BASE_IMAGE and the Java of $jhome…"
+  pm "${common[@]}" -t "$REGISTRY_IMAGE_LOCAL" -f "$ROOT/deploy/compose/registry.Containerfile" "$ctx" >&2
+
+  log "building $TRAINER_IMAGE_LOCAL from $BASE_IMAGE (python/ and its dependencies from PyPI)…"
+  pm "${common[@]}" -t "$TRAINER_IMAGE_LOCAL" -f "$ROOT/deploy/compose/trainer.Containerfile" "$ROOT/python" >&2
+  log "built $KAFKA_IMAGE_LOCAL, $REGISTRY_IMAGE_LOCAL, $TRAINER_IMAGE_LOCAL in $((SECONDS - t0)) s; run them with:"
+  log "  ./rollout-stream image compose up -d"
+}
+
+compose() {
+  cd "$ROOT"
+  ensure_tools podman-compose
+  engine_config
+  export KAFKA_IMAGE="${KAFKA_IMAGE:-$KAFKA_IMAGE_LOCAL}" REGISTRY_IMAGE="${REGISTRY_IMAGE:-$REGISTRY_IMAGE_LOCAL}"
+  export ROLLOUT_STREAM_IMAGE="${ROLLOUT_STREAM_IMAGE:-$IMAGE}" TRAINER_IMAGE="${TRAINER_IMAGE:-$TRAINER_IMAGE_LOCAL}"
+  exec podman-compose "$@"
 }
 
 REBUILD_BASE=0
@@ -129,8 +228,10 @@ cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
   build) build "$@" ;;
+  build-compose) build_compose "$@" ;;
+  compose) compose "$@" ;;
   name) echo "$IMAGE" ;;
   podman) ensure_tools; engine_config; exec podman "$@" ;;
   ""|-h|--help|help) usage ;;
-  *) die "unknown image command '$cmd' (build | name | podman; see ./rollout-stream image --help)" ;;
+  *) die "unknown image command '$cmd' (build | build-compose | compose | name | podman; see ./rollout-stream image --help)" ;;
 esac

@@ -41,7 +41,14 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# One install at a time: `image build-compose` (in the background in
+# scripts/test.sh) and `kafka up` may both ask on a fresh clone.
 install_artifacts() {
+  mkdir -p "$LOCAL"
+  ( flock 9; install_artifacts_unlocked ) 9>"$LOCAL/.install.lock"
+}
+
+install_artifacts_unlocked() {
   local stamp
   stamp="$(sha256sum "$POM" | cut -c1-16)"
   if [[ -f "$LIBS/.stamp" && "$(cat "$LIBS/.stamp")" == "$stamp" && -f "$APIC/quarkus-run.jar" ]]; then
