@@ -300,7 +300,16 @@ def _envelope_by_definition(s: str) -> bytes | None:
     return data if f"nrlre1:{dtype}:{shape[0]}x{shape[1]}x{shape[2]}:{base64.b64encode(data).decode()}" == s else None
 
 
-def test_envelopes_move_exactly_when_they_re_render_byte_for_byte():
+@pytest.mark.parametrize("decoder", ["pybase64", "binascii strict", "binascii and compare"])
+def test_envelopes_move_exactly_when_they_re_render_byte_for_byte(decoder, monkeypatch):
+    if decoder != "pybase64":
+        monkeypatch.setattr(gym_columns, "pybase64", None)
+    elif gym_columns.pybase64 is None:
+        pytest.skip("pybase64 is not installed")
+    if decoder == "binascii and compare":
+        monkeypatch.setattr(gym_columns, "_STRICT", False)
+    elif decoder == "binascii strict" and not gym_columns._STRICT:
+        pytest.skip("binascii's strict mode needs Python 3.11")
     rng = random.Random(27)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n -_:x0é"
     moved_count = 0
