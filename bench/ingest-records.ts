@@ -2,12 +2,14 @@
  * The records `bench ingest` measures: the load generator's rows of one
  * profile turned into the GymResults a NeMo-Gym rollout worker would
  * publish (`gymResultFromRow`), each with the two JSON texts the
- * accumulate stage finds in its Avro record (`gym_row`, `gym_result`) and
- * the object it hands to `ingestGymResult` after parsing them. All of it is
+ * accumulate stage finds in its Avro record (`gym_row`, `gym_result`: version
+ * 2, the token ids, logprobs and routes being binary columns beside them) and
+ * the object it hands to `ingestGymResult` after decoding. All of it is
  * built before any clock starts.
  */
 import { generateEvents, gymResultFromRow, PROFILES, type ProfileName } from '../loadgen/index.js';
-import type { GymResult, JsonObject } from '../processors/types.js';
+import type { GymResult } from '../processors/types.js';
+import { gymResultFromAvro, gymResultToAvro } from '../streams/codecs/record-mapping.js';
 
 export const INGEST_PROFILES = ['published-max', 'router-replay'] as const;
 export type IngestProfile = (typeof INGEST_PROFILES)[number];
@@ -19,9 +21,9 @@ export interface BenchRecord {
   result: GymResult;
   /** `JSON.stringify(result.gym_row)`, as carried in the Avro record. */
   gymRowText: string;
-  /** `JSON.stringify(result.gym_result)`. */
+  /** The `gym_result` text of the Avro record (without what moved into columns). */
   gymResultText: string;
-  /** What the stage converts: `result` with both objects parsed back from their texts (fresh objects, not the generator's). */
+  /** What the stage converts: `result` decoded from its Avro mapping (fresh objects, not the generator's). */
   parsed: GymResult;
 }
 
@@ -49,9 +51,10 @@ export function buildRecords(profile: IngestProfile, rows: number, seed: number,
   for (const e of generateEvents({ batches: 1, groupsPerBatch: groups, generations, seed, profile, runId })) {
     if (e.kind !== 'row' || records.length >= rows) continue;
     const result = gymResultFromRow(e.row);
-    const gymRowText = JSON.stringify(result.gym_row);
-    const gymResultText = JSON.stringify(result.gym_result);
-    const parsed = { ...result, gym_row: JSON.parse(gymRowText) as JsonObject, gym_result: JSON.parse(gymResultText) as JsonObject };
+    const avro = gymResultToAvro(result);
+    const gymRowText = avro.gym_row as string;
+    const gymResultText = avro.gym_result as string;
+    const parsed = gymResultFromAvro(avro);
     const size = gymRowText.length + gymResultText.length;
     jsonBytes += size;
     maxRecordJsonBytes = Math.max(maxRecordJsonBytes, size);

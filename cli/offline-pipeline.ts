@@ -29,7 +29,7 @@ import {
 import { ingestGymResult } from '../processors/gym-ingest.js';
 import type { ResolvedIngestConfig } from '../processors/ingest-config.js';
 import { packGroup } from '../processors/pack.js';
-import { contentDigest } from '../processors/content-digest.js';
+import { contentDigest, gymResultDigest } from '../processors/content-digest.js';
 import { isVerdict, RolloutStreamError } from '../errors/index.js';
 import {
   computeBatchMetrics,
@@ -108,7 +108,7 @@ export class OfflinePipeline {
         return;
       case 'gym_result':
         if (this.stage === 'ingest') this.ingest(line.record, text);
-        else this.accumulated(accumulateGymResult(this.accumulator, this.rowInput(line.record, text), this.config.accumulate, this.ingestConfig, NOW));
+        else this.accumulated(accumulateGymResult(this.accumulator, this.rowInput(line.record, text, gymResultDigest), this.config.accumulate, this.ingestConfig, NOW));
         return;
       case 'batch_end':
         // `ingest` only converts: BatchEnds pass through for the accumulate run that reads its output.
@@ -132,8 +132,8 @@ export class OfflinePipeline {
    * JSON spelling and key order ignored), the same as the stages compute, so
    * a line repeated with another timestamp or spelling is a replay.
    */
-  private rowInput(record: unknown, text: string): { record: unknown; payload: Uint8Array; digest: string } {
-    return { record, payload: utf8(text), digest: contentDigest(record) };
+  private rowInput(record: unknown, text: string, digest: (record: unknown) => string = contentDigest): { record: unknown; payload: Uint8Array; digest: string } {
+    return { record, payload: utf8(text), digest: digest(record) };
   }
 
   /** `offline ingest`: one GymResult line → its row line, or a row-level dead letter. */

@@ -3,6 +3,7 @@
  * Reading converts tensor arrays only and passes scalar fields through,
  * even invalid ones, so that accumulate's `validateRow` judges them.
  */
+import { jsonGymResult } from '../processors/gym-columns.js';
 import { isPlainObject } from '../processors/message-validation.js';
 import type { DType, GymResult, JsonObject, JsonValue, Message, PromptGroup, RolloutRow, Tensor } from '../processors/types.js';
 import {
@@ -150,7 +151,8 @@ export function gymResultToJson(g: GymResult): JsonObject {
   o.weight_version = g.weight_version;
   if (g.instance_label != null) o.instance_label = g.instance_label;
   o.gym_row = g.gym_row;
-  o.gym_result = g.gym_result;
+  // Assembled from version 2, token ids and logprobs are typed arrays: printed as lists.
+  o.gym_result = jsonGymResult(g.gym_result);
   if (g.timing != null) o.timing = mapNumbersToJson(g.timing);
   if (g.produced_at != null) o.produced_at = g.produced_at;
   return o;

@@ -12,10 +12,11 @@
  *
  *   prompt_token_ids     = every token of message_log before that message
  *                          (cumulative, so each turn's prompt begins with
- *                          the previous turns: contiguity holds)
- *   generation_token_ids = the message's tokens
- *   generation_log_probs = its logprobs; NaN / ±Infinity as the strings
- *                          "NaN" / "Infinity" / "-Infinity" (JSON has none)
+ *                          the previous turns: contiguity holds), Int32Array
+ *   generation_token_ids = the message's tokens, Int32Array
+ *   generation_log_probs = its logprobs as Float64Array (NaN / ±Infinity
+ *                          included: they travel as a binary column; the
+ *                          JSON form prints them as "NaN" / "Infinity")
  *   routed_experts       = with routes, "nrlre1:<dtype>:<S>x<L>x<K>:<base64>"
  *                          over all S = prompt + generated tokens
  *
@@ -30,7 +31,7 @@
  * and the two violation flags, which the conversion derives from the item
  * texts (the synthetic texts contain no tool-call pattern or think tag).
  */
-import type { GymResult, JsonObject, JsonValue, Message, RolloutRow, Tensor } from '../processors/types.js';
+import type { GymResult, JsonObject, Message, RolloutRow, Tensor } from '../processors/types.js';
 import type { GymLoadgenEvent, LoadgenEvent } from './events.js';
 
 const ENVELOPE_DTYPES = new Set(['int8', 'int16', 'int32']);
@@ -42,15 +43,6 @@ export function routedExpertsEnvelope(t: Tensor): string {
   // Typed arrays are little-endian on every platform Node runs on, as the envelope requires.
   const bytes = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
   return `nrlre1:${t.dtype}:${t.shape.join('x')}:${bytes.toString('base64')}`;
-}
-
-function logprobList(lp: Float32Array): JsonValue[] {
-  const out: JsonValue[] = new Array(lp.length);
-  for (let i = 0; i < lp.length; i++) {
-    const x = lp[i] as number;
-    out[i] = Number.isFinite(x) ? x : Number.isNaN(x) ? 'NaN' : x > 0 ? 'Infinity' : '-Infinity';
-  }
-  return out;
 }
 
 const isGenerated = (m: Message): boolean => m.role === 'assistant' && m.generation_logprobs != null;
@@ -131,9 +123,11 @@ export function gymResultFromRow(row: RolloutRow): GymResult {
     if (isGenerated(m)) {
       const item = output[carrierIndex(output, k)] as JsonObject;
       const end = at + m.token_ids.length;
-      item.prompt_token_ids = Array.from(tokens.subarray(0, at));
-      item.generation_token_ids = Array.from(m.token_ids);
-      item.generation_log_probs = logprobList(m.generation_logprobs as Float32Array);
+      // Typed arrays, as a worker holding tensors would pass them: they travel as binary columns (JsonObject does not type them).
+      const typed = item as Record<string, unknown>;
+      typed.prompt_token_ids = tokens.slice(0, at);
+      typed.generation_token_ids = Int32Array.from(m.token_ids);
+      typed.generation_log_probs = Float64Array.from(m.generation_logprobs as Float32Array);
       if (routes !== null) {
         const shape = [end, routes.shape[1] as number, routes.shape[2] as number];
         item.routed_experts = routedExpertsEnvelope({ dtype: routes.dtype, shape, data: routes.data.subarray(0, end * per) });

@@ -11,6 +11,7 @@
  * stored by an older rule (a hash of the encoded bytes) are still told apart.
  */
 import { createHash } from 'node:crypto';
+import { normalizedGymColumns } from './gym-columns.js';
 
 export const CONTENT_DIGEST_PREFIX = 'c1:';
 
@@ -76,4 +77,14 @@ export function contentDigest(record: unknown): string {
     return CONTENT_DIGEST_PREFIX + digestOf(content);
   }
   return CONTENT_DIGEST_PREFIX + digestOf(record);
+}
+
+/**
+ * The content digest of a decoded GymResult (from Avro version 1 or 2, or a
+ * JSON line): `contentDigest` of it after `normalizedGymColumns`, so the
+ * same rollout has one digest whichever way its numbers travelled.
+ */
+export function gymResultDigest(record: unknown): string {
+  if (record === null || typeof record !== 'object' || Array.isArray(record) || !('gym_result' in record)) return contentDigest(record);
+  return contentDigest({ ...record, gym_result: normalizedGymColumns(record.gym_result) });
 }

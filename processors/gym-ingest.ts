@@ -16,6 +16,7 @@
  * reference fails on the last-route overwrite; the packer would refuse the
  * whole group).
  */
+import { columnsProblem } from './gym-columns.js';
 import { buildMessageLog } from './gym-message-log.js';
 import { gymResultStructureProblem } from './gym-result-fields.js';
 import type { ResolvedIngestConfig } from './ingest-config.js';
@@ -70,8 +71,8 @@ function itemTypes(output: readonly JsonValue[]): string {
  *
  * Rejections: not an object → `undecodable`; `row_index` not an integer →
  * `row_index_type`, outside its group's range → `row_index_out_of_range`;
- * another identity or structure problem, or a malformed trainable item →
- * `invalid_row`; a prompt that does not extend the earlier turns →
+ * another identity or structure problem, binary columns that did not fit
+ * the JSON (version 2), or a malformed trainable item → `invalid_row`; a prompt that does not extend the earlier turns →
  * `non_contiguous_tokens`; no trainable item → `no_generation_data`.
  *
  * The row: `message_log` built from the trainable items (a user and an
@@ -85,6 +86,9 @@ function itemTypes(output: readonly JsonValue[]): string {
 export function ingestGymResult(record: unknown, cfg: ResolvedIngestConfig): IngestOutcome {
   const problem = gymResultStructureProblem(record);
   if (problem) return reject(problem.reason, problem.message, record);
+  // Binary columns that did not fit the JSON when the record was decoded (gym-columns.ts).
+  const columns = columnsProblem(record);
+  if (columns !== null) return reject('invalid_row', columns, record);
   const g = record as unknown as GymResult;
   const response = g.gym_result.response as JsonObject;
   const output = response.output as JsonValue[];

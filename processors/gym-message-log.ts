@@ -10,6 +10,7 @@
  * edited in copies: the input record is never changed.
  */
 import { detectOutputItemFlags } from './gym-output-flags.js';
+import { isTokenList, jsonOutputItem } from './gym-columns.js';
 import { float32Logprobs, int32Tail } from './gym-token-lists.js';
 import type { ResolvedIngestConfig } from './ingest-config.js';
 import { isPlainObject } from './message-validation.js';
@@ -55,8 +56,9 @@ class SeenTokens {
    * The first position where `prompt` departs from the seen tokens, or -1
    * when it begins with them (a shorter prompt departs where it ends).
    */
-  firstDifference(prompt: readonly unknown[]): number {
-    for (let i = 0; i < this.length; i++) if (prompt[i] !== this.ids[i]) return i;
+  firstDifference(prompt: ArrayLike<unknown>): number {
+    const ids = this.ids;
+    for (let i = 0; i < this.length; i++) if (prompt[i] !== ids[i]) return i;
     return -1;
   }
 }
@@ -68,10 +70,10 @@ function routeRows(t: Tensor, from: number, to: number): Tensor {
 }
 
 /** The item's generated ids when it is trainable (present and non-empty), else null. */
-function trainableIds(item: Record<string, unknown>, at: string): unknown[] | null {
+function trainableIds(item: Record<string, unknown>, at: string): ArrayLike<unknown> | null {
   const gen = item.generation_token_ids;
-  if (gen === undefined || gen === null || (Array.isArray(gen) && gen.length === 0)) return null;
-  return Array.isArray(gen) ? gen : refuse(`${at}.generation_token_ids must be a list of token ids`);
+  if (gen === undefined || gen === null || (isTokenList(gen) && gen.length === 0)) return null;
+  return isTokenList(gen) ? gen : refuse(`${at}.generation_token_ids must be a list of token ids`);
 }
 
 /**
@@ -79,7 +81,8 @@ function trainableIds(item: Record<string, unknown>, at: string): unknown[] | nu
  * per trainable item) and the output list for `full_result`, in which each
  * trainable item has lost `prompt_token_ids`, `generation_token_ids`,
  * `generation_log_probs` and `routed_experts` and, with a decoder, gained
- * `prompt_str` and `generation_str`; other items are the input's own. No
+ * `prompt_str` and `generation_str`; other items are the input's own
+ * (a version-2 record's typed arrays in them become lists). No
  * trainable item gives an empty list (the caller's `no_generation_data`).
  * Refusals: `non_contiguous_tokens` when a prompt does not begin with the
  * seen tokens; `invalid_row` for a missing or malformed column, a first
@@ -99,12 +102,17 @@ export function buildMessageLog(output: readonly JsonValue[], cfg: ResolvedInges
       if (!isPlainObject(item)) continue;
       const at = `gym_result.response.output[${i}]`;
       const gen = trainableIds(item, at);
-      if (gen === null) continue;
+      if (gen === null) {
+        // full_result keeps it as version 1 had it (a version-2 record may give an empty generation typed arrays).
+        const kept = jsonOutputItem(item as JsonObject);
+        if (kept !== item) (edited ??= output.slice())[i] = kept;
+        continue;
+      }
 
       const prompt = item.prompt_token_ids;
       if (prompt === undefined || prompt === null) refuse(`${at} has generation_token_ids but no prompt_token_ids`);
-      if (!Array.isArray(prompt)) refuse(`${at}.prompt_token_ids must be a list of token ids`);
-      const promptIds = prompt as unknown[];
+      if (!isTokenList(prompt)) refuse(`${at}.prompt_token_ids must be a list of token ids`);
+      const promptIds = prompt as ArrayLike<unknown>;
       const diff = seen.firstDifference(promptIds);
       if (diff >= 0) {
         throw new Refusal(
@@ -150,7 +158,7 @@ export function buildMessageLog(output: readonly JsonValue[], cfg: ResolvedInges
       seen.append(genIds);
 
       edited ??= output.slice();
-      edited[i] = editedItem(item as JsonObject, promptIds as number[], genIds, cfg, at);
+      edited[i] = editedItem(item as JsonObject, promptIds as ArrayLike<number>, genIds, cfg, at);
     }
   } catch (e) {
     if (!(e instanceof Refusal)) throw e;
@@ -190,7 +198,7 @@ function readRoutes(
 }
 
 /** The item as `full_result` keeps it: token columns and routes dropped, decoded text added when configured. */
-function editedItem(item: JsonObject, promptIds: number[], genIds: Int32Array, cfg: ResolvedIngestConfig, at: string): JsonObject {
+function editedItem(item: JsonObject, promptIds: ArrayLike<number>, genIds: Int32Array, cfg: ResolvedIngestConfig, at: string): JsonObject {
   const {
     prompt_token_ids: _prompt,
     generation_token_ids: _gen,

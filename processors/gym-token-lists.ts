@@ -2,8 +2,10 @@
  * The token columns of a NeMo-Gym output item as typed arrays (SPEC §2.1
  * rule 2): token ids as int32, logprobs as float32. One pass per list, no
  * intermediate JS arrays. Problems come back as a sentence naming the field,
- * never thrown.
+ * never thrown. A list is a JS array or, from a version-2 record, a typed
+ * array (gym-columns.ts), read without turning it back into a JS array.
  */
+import { isTokenList } from './gym-columns.js';
 
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
@@ -16,7 +18,9 @@ const INT32_MAX = 2147483647;
 const NON_FINITE: Readonly<Record<string, number>> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity };
 
 /** `list[from:]` as an Int32Array, or why an element is not an int32 token id. */
-export function int32Tail(list: readonly unknown[], from: number, field: string): Int32Array | string {
+export function int32Tail(list: ArrayLike<unknown>, from: number, field: string): Int32Array | string {
+  // A version-2 column is int32 already: one copy, no element checks.
+  if (list instanceof Int32Array) return list.slice(from);
   const out = new Int32Array(list.length - from);
   for (let i = from; i < list.length; i++) {
     const v = list[i];
@@ -36,8 +40,10 @@ export function int32Tail(list: readonly unknown[], from: number, field: string)
  */
 export function float32Logprobs(value: unknown, tokens: number, field: string): Float32Array | string {
   if (value === undefined || value === null) return `missing ${field} for ${tokens} generated tokens`;
-  if (!Array.isArray(value)) return `${field} must be a list of numbers`;
+  if (!isTokenList(value)) return `${field} must be a list of numbers`;
   if (value.length !== tokens) return `${field} has ${value.length} entries for ${tokens} generated tokens`;
+  // A version-2 column (float64): every element a number; rounded to float32 as one element at a time would be.
+  if (value instanceof Float64Array) return new Float32Array(value);
   const out = new Float32Array(tokens);
   for (let i = 0; i < tokens; i++) {
     const v: unknown = value[i];

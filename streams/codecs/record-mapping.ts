@@ -13,6 +13,7 @@ import type {
   RolloutRow,
   Tensor,
 } from '../../processors/types.js';
+import { assembleGymColumns, type GymItemColumns, markColumnsProblem, splitGymColumns } from '../../processors/gym-columns.js';
 import type { GroupRecord, PenalizedRecord, RowRef } from './row-refs.js';
 import { bytesOf, float32From, int32From, isDType, typedArrayFrom } from './tensor-bytes.js';
 import { UndecodableError } from './wire-format.js';
@@ -134,12 +135,57 @@ export function rowFromAvro(o: AvroObject): RolloutRow {
   };
 }
 
-export function gymResultToAvro(g: GymResult): AvroObject {
-  return { ...identity(g), gym_row: JSON.stringify(g.gym_row), gym_result: JSON.stringify(g.gym_result) };
+function gymColumnsToAvro(c: GymItemColumns): AvroObject {
+  const bytes = (b: Uint8Array | null) => (b === null ? null : Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  const r = c.routed_experts;
+  return {
+    item: c.item,
+    prompt_token_ids: bytes(c.prompt_token_ids),
+    generation_token_ids: bytes(c.generation_token_ids),
+    generation_log_probs: bytes(c.generation_log_probs),
+    routed_experts: r === null ? null : { form: r.form, dtype: r.dtype, shape: r.shape, data: bytes(r.data) },
+  };
 }
 
+function gymColumnsFromAvro(o: AvroObject): GymItemColumns {
+  const r = o.routed_experts as AvroObject | null;
+  return {
+    item: o.item,
+    prompt_token_ids: o.prompt_token_ids,
+    generation_token_ids: o.generation_token_ids,
+    generation_log_probs: o.generation_log_probs,
+    routed_experts: r === null ? null : { form: r.form, dtype: r.dtype, shape: r.shape, data: r.data },
+  };
+}
+
+/**
+ * Version 2 (processors/gym-columns.ts): the output items' token ids,
+ * logprobs and routes that pass the column rules travel as bytes in
+ * `columns` (always a list, possibly empty); the rest as JSON text. Items may
+ * hold plain lists or typed arrays.
+ */
+export function gymResultToAvro(g: GymResult): AvroObject {
+  const { json, columns } = splitGymColumns(g.gym_result);
+  return { ...identity(g), gym_row: JSON.stringify(g.gym_row), gym_result: JSON.stringify(json), columns: columns.map(gymColumnsToAvro) };
+}
+
+/**
+ * Version 1 (`columns` null: every number in the JSON text) or 2 (the
+ * columns put back: token ids as Int32Array, logprobs as Float64Array).
+ * Columns that do not fit the JSON (an item that is not there, a key also in
+ * the JSON, a byte count that is not whole values) do not throw: the record
+ * decodes with its JSON as sent and carries the problem (`columnsProblem`),
+ * which the ingest step reports as `invalid_row` naming the field. An
+ * UndecodableError here would make it `undecodable`, a reason for bytes that
+ * are not a record at all, and the message would lose the field; assembling
+ * lazily in the ingest step instead would leave every other reader (replay
+ * identity, `replay`, `trace`) with two forms of one result.
+ */
 export function gymResultFromAvro(o: AvroObject): GymResult {
-  return { ...identity(o), gym_row: parseJsonObject(o.gym_row, 'gym_row'), gym_result: parseJsonObject(o.gym_result, 'gym_result') };
+  const result: GymResult = { ...identity(o), gym_row: parseJsonObject(o.gym_row, 'gym_row'), gym_result: parseJsonObject(o.gym_result, 'gym_result') };
+  if (o.columns == null) return result;
+  const problem = assembleGymColumns(result.gym_result, (o.columns as AvroObject[]).map(gymColumnsFromAvro));
+  return problem === null ? result : markColumnsProblem(result, problem);
 }
 
 export type RowCompletedEvent =

@@ -13,6 +13,7 @@
  */
 import avro from 'avsc';
 import { RolloutStreamError } from '../../errors/index.js';
+import { movesToColumn } from '../../processors/gym-columns.js';
 import { gymResultProblem } from '../../processors/gym-ingest.js';
 import { validateRow, type RowRejectReason } from '../../processors/row-validation.js';
 import type { BatchEnd, GymResult, JsonValue, RolloutRow } from '../../processors/types.js';
@@ -70,7 +71,8 @@ export function checkRow(row: unknown): RolloutRow {
 
 /**
  * `result` with its `gym_row` and `gym_result` made JSON-safe (see
- * `jsonSafe`), when `gymResultProblem` finds nothing wrong; otherwise throws.
+ * `jsonSafe`; token ids, logprobs and routes that travel as binary columns
+ * are left as they are, typed arrays and NaN included), when `gymResultProblem` finds nothing wrong; otherwise throws.
  * The caller's object is never modified.
  */
 export function checkGymResult(result: unknown): GymResult {
@@ -78,7 +80,7 @@ export function checkGymResult(result: unknown): GymResult {
   let safe: unknown = result;
   if (result !== null && typeof result === 'object' && !Array.isArray(result)) {
     const r = result as Record<string, unknown>;
-    safe = { ...r, gym_row: jsonSafe(r.gym_row), gym_result: jsonSafe(r.gym_result) };
+    safe = { ...r, gym_row: jsonSafe(r.gym_row), gym_result: jsonSafeGymResult(r.gym_result) };
   }
   const problem = gymResultProblem(safe);
   if (problem !== null) throw new PublishValidationError('gym_result', 'invalid_gym_result', problem, identity);
@@ -139,6 +141,53 @@ export function jsonSafe(value: unknown): unknown {
     }
   }
   return copy ?? value;
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v);
+
+/** `obj` with every value JSON-safe, `key`'s being `value` (copied only when something changed). */
+function safeWith(obj: Record<string, unknown>, key: string, value: unknown): Record<string, unknown> {
+  let copy: Record<string, unknown> | null = null;
+  for (const [k, v] of Object.entries(obj)) {
+    const safe = k === key ? value : jsonSafe(v);
+    if (safe !== v) {
+      copy ??= { ...obj };
+      copy[k] = safe;
+    }
+  }
+  return copy ?? obj;
+}
+
+/**
+ * `jsonSafe` of a `gym_result`, except the output items' values that move to
+ * the binary columns of the record (processors/gym-columns.ts): those are
+ * not JSON text, so typed arrays stay typed arrays (no copy into a list, no
+ * per-number pass) and a NaN logprob stays a number.
+ */
+export function jsonSafeGymResult(value: unknown): unknown {
+  const response = isObj(value) ? value.response : undefined;
+  if (!isObj(value) || !isObj(response) || !Array.isArray(response.output)) return jsonSafe(value);
+  const output: unknown[] = response.output;
+  let items: unknown[] | null = null;
+  for (let i = 0; i < output.length; i++) {
+    const item = output[i];
+    let safe: unknown;
+    if (isObj(item)) {
+      let copy: Record<string, unknown> | null = null;
+      for (const [k, v] of Object.entries(item)) {
+        const kept = typeof v !== 'string' && movesToColumn(k, v) ? v : jsonSafe(v);
+        if (kept !== v) {
+          copy ??= { ...item };
+          copy[k] = kept;
+        }
+      }
+      safe = copy ?? item;
+    } else {
+      safe = jsonSafe(item);
+    }
+    if (safe !== item) (items ??= output.slice())[i] = safe;
+  }
+  return safeWith(value, 'response', safeWith(response, 'output', items ?? output));
 }
 
 let rowCompletedType: avro.Type | null = null;

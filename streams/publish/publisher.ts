@@ -126,9 +126,11 @@ export class RolloutPublisher {
    * plus `gym_row` (the task row as sent) and `gym_result` (what NeMo-Gym
    * returned), all in one object: `{...identity, gym_row, gym_result}`, the
    * `GymResult` record, whose fields are Python `publish_result`'s
-   * arguments. Typed arrays inside the two JSON objects are sent as lists
-   * and non-finite numbers as "NaN"/"Infinity"/"-Infinity" (your object is
-   * not modified). Throws `PublishValidationError` when the structure is
+   * arguments. Output items' token ids, logprobs and routed experts travel
+   * as binary columns (pass Int32Array / Float64Array or lists; see
+   * docs/formats.md); elsewhere typed arrays are sent as lists and
+   * non-finite numbers as "NaN"/"Infinity"/"-Infinity" (your object is not
+   * modified). Throws `PublishValidationError` when the structure is
    * wrong (identity, row-index range, `gym_row`/`gym_result` objects,
    * `response.output` a list); the token-level conversion is accumulate's.
    */

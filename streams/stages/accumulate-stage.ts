@@ -26,7 +26,7 @@ import { deadLetterRecord, undecodableRecord } from '../api/dead-letters.js';
 import { emptyOutput, sourceOf, type InputRecord, type PartitionProcessor, type Stage, type StageOutput } from '../api/stage.js';
 import type { TopicNames } from '../topics/names.js';
 import { replayIdentity, UndecodableError } from '../codecs/wire-format.js';
-import { contentDigest } from '../../processors/content-digest.js';
+import { contentDigest, gymResultDigest } from '../../processors/content-digest.js';
 import { changelogRecords, parseChangelogRecord, type ParsedChangelogRecord, type StoredRow } from './accumulator-changelog.js';
 import { asWritten, type RowRef } from '../codecs/row-refs.js';
 import { ingestFingerprint } from '../../processors/ingest-fingerprint.js';
@@ -210,7 +210,7 @@ class AccumulateProcessor implements PartitionProcessor {
         const input = { record: event.row, payload: value, identity: replayIdentity(value, event.row.produced_at), digest: contentDigest(event.row) };
         this.collect(out, accumulateRow(this.state, input, this.deps.config, nowMs), nowMs);
       } else {
-        const input = { record: event.result, payload: value, identity: replayIdentity(value, event.result.produced_at), digest: contentDigest(event.result) };
+        const input = { record: event.result, payload: value, identity: replayIdentity(value, event.result.produced_at), digest: gymResultDigest(event.result) };
         this.collect(out, accumulateGymResult(this.state, input, this.deps.config, this.deps.ingest, nowMs), nowMs);
       }
     }

@@ -14,15 +14,22 @@
  * decoded record and the JSON description to exactly their bytes.
  * Regenerate the TypeScript ones after an intended change with
  * `UPDATE_VECTORS=1 npx vitest run --project unit test/unit/row-completed-vectors.test.ts`.
+ *
+ * GymResult version 2 (binary columns) changed what a GymResult encodes to:
+ * `gym-result.avro` (and `py-gym-result.avro` while Python wrote version 1)
+ * are version-1 records written with `row-completed-v1.avsc`; they must keep
+ * decoding to the same values. `gym-result-v2*` are what the writers give now.
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import avro from 'avsc';
 import { describe, expect, test } from 'vitest';
-import type { BatchEnd, GymResult, RolloutRow } from '../../processors/types.js';
+import { gymResultDigest } from '../../processors/content-digest.js';
+import type { BatchEnd, GymResult, JsonObject, RolloutRow } from '../../processors/types.js';
 import { formatJsonLine, parseJsonLine } from '../../json-form/form.js';
 import { AvroBodyCodec } from '../../streams/codecs/codec.js';
 import type { RowCompletedEvent } from '../../streams/codecs/record-mapping.js';
-import { HEADER_BYTES } from '../../streams/codecs/wire-format.js';
+import { HEADER_BYTES, UndecodableError } from '../../streams/codecs/wire-format.js';
 
 const DIR = join(import.meta.dirname, '..', 'vectors', 'row-completed');
 const UPDATE = process.env.UPDATE_VECTORS === '1';
@@ -177,14 +184,76 @@ function gymResult(): GymResult {
   };
 }
 
+/**
+ * The gym-result vector's rollout as version 2 writes it, with its -0
+ * logprob as 0: the binary column keeps -0, which the JSON description (and
+ * the version-1 JSON text) cannot say.
+ */
+function gymResultV2(): GymResult {
+  const g = gymResult();
+  const output = ((g.gym_result.response as JsonObject).output as JsonObject[]).map((item, i) => (i === 0 ? { ...item, generation_log_probs: [-0.5, -1e-5, 0] } : item));
+  return { ...g, gym_result: { ...g.gym_result, response: { ...(g.gym_result.response as JsonObject), output } } };
+}
+
+/**
+ * Version 2's other routes: nested lists and an int16 envelope move into
+ * columns; what fails a column rule stays JSON (a token id of 2^31, a
+ * "NaN" logprob, an unpadded envelope, a ragged list, null routes).
+ */
+function gymResultV2Routes(): GymResult {
+  const g = gymResult();
+  const output = [
+    {
+      type: 'function_call',
+      name: 'run',
+      prompt_token_ids: [1, 2, 3],
+      generation_token_ids: [4, -2147483648, 2147483647],
+      generation_log_probs: [-0.5, -1.25, -2],
+      routed_experts: [[[1, 2]], [[3, 4]], [[5, 6]], [[7, 8]], [[9, 10]], [[11, 12]]],
+    },
+    { type: 'function_call_output', output: 'ok', call_id: 'c1' },
+    {
+      type: 'message',
+      content: [{ type: 'output_text', text: 'done' }],
+      prompt_token_ids: [1, 2, 3, 4, -2147483648, 2147483647, 9],
+      generation_token_ids: [2147483648],
+      generation_log_probs: ['NaN'],
+      routed_experts: 'nrlre1:int16:1x1x1:AQA',
+    },
+    { type: 'message', content: [], generation_token_ids: [], prompt_token_ids: [1], routed_experts: [[[1], [2, 3]]] },
+    { type: 'message', content: [], generation_token_ids: [7], generation_log_probs: [-0.5], routed_experts: 'nrlre1:int16:2x1x1:AQD//w==' },
+    { type: 'message', content: [], generation_token_ids: [8], routed_experts: null },
+  ];
+  return { ...g, group_id: 'vec-group-gym-v2', gym_result: { ...g.gym_result, response: { output: output as unknown as JsonObject[] } } };
+}
+
 const END: BatchEnd = { batch_id: 'vec-batch-1', num_rows: 12 };
 
 const VECTORS: Array<{ name: string; event: RowCompletedEvent }> = [
   { name: 'row-multi-turn', event: { kind: 'row', row: multiTurnRow() } },
   { name: 'row-minimal', event: { kind: 'row', row: minimalRow() } },
-  { name: 'gym-result', event: { kind: 'gym_result', result: gymResult() } },
+  { name: 'gym-result-v2', event: { kind: 'gym_result', result: gymResultV2() } },
+  { name: 'gym-result-v2-routes', event: { kind: 'gym_result', result: gymResultV2Routes() } },
   { name: 'batch-end', event: { kind: 'batch_end', end: END } },
 ];
+
+/** The reader of version-1 GymResult records: the schema before GymResult had `columns`. */
+const V1_RESOLVER = codec.type.createResolver(avro.Type.forSchema(JSON.parse(readFileSync(join(DIR, 'row-completed-v1.avsc'), 'utf8')) as avro.Schema, { wrapUnions: 'auto' }));
+
+/**
+ * A vector's value, read as a version-2 record or else as a version-1 one
+ * (which reading gives the vector's JSON description: a version-1 body can
+ * also parse under the current schema, wrongly).
+ */
+function decodeVector(avroBytes: Buffer, json: string): { event: RowCompletedEvent; v1: boolean } {
+  try {
+    const event = codec.decodeBody(avroBytes, HEADER_BYTES);
+    if (`${jsonLine(event)}\n` === json) return { event, v1: false };
+  } catch (e) {
+    if (!(e instanceof UndecodableError)) throw e;
+  }
+  return { event: codec.decodeBody(avroBytes, HEADER_BYTES, V1_RESOLVER), v1: true };
+}
 
 /** The SPEC §9 JSON line of an event. */
 function jsonLine(e: RowCompletedEvent): string {
@@ -223,6 +292,25 @@ describe('shared row-completed vectors written by TypeScript', () => {
     expect(codec.encodeFramed(eventFromJson(json), 1).equals(avro)).toBe(true);
   });
 
+  test('the version-1 gym-result vector still decodes to the same values (written before binary columns)', () => {
+    const event = codec.decodeBody(readFileSync(join(DIR, 'gym-result.avro')), HEADER_BYTES, V1_RESOLVER);
+    expect(`${jsonLine(event)}\n`).toBe(readFileSync(join(DIR, 'gym-result.json'), 'utf8'));
+    expect(jsonLine(event)).toBe(jsonLine({ kind: 'gym_result', result: gymResult() }));
+    // The same rollout as version 2: other bytes, the same assembled value and content identity.
+    const v2 = codec.decodeBody(readFileSync(join(DIR, 'gym-result-v2.avro')), HEADER_BYTES);
+    expect(jsonLine(v2)).toBe(jsonLine(event));
+    const result = (e: RowCompletedEvent) => (e.kind === 'gym_result' ? e.result : null);
+    expect(gymResultDigest(result(v2))).toBe(gymResultDigest(result(event)));
+  });
+
+  test('version 2 moves what passes the column rules and keeps the rest in the JSON text', () => {
+    const text = readFileSync(join(DIR, 'gym-result-v2-routes.avro')).toString('latin1');
+    // Stayed: ids outside int32, a "NaN" string, an unpadded envelope, a ragged list, null routes.
+    for (const s of ['[2147483648]', '["NaN"]', '"nrlre1:int16:1x1x1:AQA"', '[[[1],[2,3]]]', '"routed_experts":null']) expect(text, s).toContain(s);
+    // Moved: no id list of the first item, no canonical envelope, no regular nested list in the text.
+    for (const s of ['[1,2,3]', '[[[1,2]]', 'AQD//w==', '[7]', '[-0.5']) expect(text, s).not.toContain(s);
+  });
+
   test('the row vector covers what differs between the two JSON writers', () => {
     const json = readFileSync(join(DIR, 'row-multi-turn.json'), 'utf8');
     const avro = readFileSync(join(DIR, 'row-multi-turn.avro')).toString('latin1');
@@ -256,9 +344,19 @@ describe('shared row-completed vectors written by Python', () => {
   test.each(pythonVectorNames())('%s decodes to its JSON and both re-encode to its bytes', (name) => {
     const avro = readFileSync(join(DIR, `${name}.avro`));
     const json = readFileSync(join(DIR, `${name}.json`), 'utf8');
-    const decoded = codec.decodeBody(avro, HEADER_BYTES);
+    const { event: decoded, v1 } = decodeVector(avro, json);
     expect(avro.readUInt32BE(1)).toBe(1);
     expect(`${jsonLine(decoded)}\n`).toBe(json);
+    if (v1) {
+      // A version-1 GymResult: today's writers write version 2 of the same value.
+      expect(decoded.kind).toBe('gym_result');
+      // Reassembled keys follow the item's other keys: the same object, maybe another key order.
+      const again = codec.decodeBody(codec.encodeFramed(decoded, 1), HEADER_BYTES);
+      expect(JSON.parse(jsonLine(again))).toEqual(JSON.parse(jsonLine(decoded)));
+      const result = (e: RowCompletedEvent) => (e.kind === 'gym_result' ? e.result : null);
+      expect(gymResultDigest(result(again))).toBe(gymResultDigest(result(decoded)));
+      return;
+    }
     expect(codec.encodeFramed(decoded, 1).equals(avro), 'decoded record re-encodes to the same bytes').toBe(true);
     expect(codec.encodeFramed(eventFromJson(json), 1).equals(avro), 'the JSON description encodes to the same bytes').toBe(true);
   });

@@ -53,6 +53,7 @@
  * the publishers refuse it before sending, unit-tested).
  */
 import type { DeadLetterReason, GymResult, JsonObject, RolloutRow } from '../../../processors/types.js';
+import { isTokenList } from '../../../processors/gym-columns.js';
 import { generateEvents, gymResultFromRow, parseFaultSpec, Rng, type LoadgenEvent } from '../../../loadgen/index.js';
 import type { TopicCodec } from '../../../streams/codecs/codec.js';
 import { formatJsonLine } from '../../../json-form/form.js';
@@ -290,7 +291,8 @@ export async function buildCampaign(o: CampaignOptions): Promise<Campaign> {
         'gym_non_contiguous',
         (g) => {
           const output = (g.gym_result.response as { output: Array<Record<string, unknown>> }).output;
-          const items = output.filter((i) => Array.isArray(i.generation_token_ids));
+          // Loadgen results hold typed arrays (binary columns on the wire).
+          const items = output.filter((i) => isTokenList(i.generation_token_ids));
           const second = items[1] ?? null;
           if (second) (second.prompt_token_ids as number[])[0] = ((second.prompt_token_ids as number[])[0]! + 1) % 1000;
           else {

@@ -17,6 +17,8 @@ import {
   type LoadgenOptions,
 } from '../../../loadgen/index.js';
 import { accumulateBatchEnd, accumulateGymResult, createAccumulatorState } from '../../../processors/group-accumulator.js';
+import { gymResultDigest } from '../../../processors/content-digest.js';
+import { normalizedGymColumns } from '../../../processors/gym-columns.js';
 import { ingestGymResult } from '../../../processors/gym-ingest.js';
 import { resolveIngestConfig } from '../../../processors/ingest-config.js';
 import { decodeRoutedExperts } from '../../../processors/routed-experts-envelope.js';
@@ -89,15 +91,17 @@ describe('GymResults from generated rows', () => {
     const row = routerRows().find((r) => r.message_log.length >= 6)!;
     const g = gymResultFromRow(row);
     const output = (g.gym_result.response as JsonObject).output as JsonObject[];
-    const trainable = output.filter((i) => Array.isArray(i.generation_token_ids));
+    // Token ids and logprobs as typed arrays: they travel as binary columns (GymResult version 2).
+    const trainable = output.filter((i) => (i.generation_token_ids as unknown) instanceof Int32Array);
     expect(trainable).toHaveLength(row.message_log.length / 2);
     let before: number[] = [];
     trainable.forEach((item, k) => {
       const user = row.message_log[2 * k]!;
       const gen = row.message_log[2 * k + 1]!;
       before = [...before, ...user.token_ids];
-      expect(item.prompt_token_ids).toEqual(before);
-      expect(item.generation_token_ids).toEqual(Array.from(gen.token_ids));
+      expect(item.prompt_token_ids).toEqual(Int32Array.from(before));
+      expect(item.generation_token_ids).toEqual(Int32Array.from(gen.token_ids));
+      expect(item.generation_log_probs).toEqual(Float64Array.from(gen.generation_logprobs!));
       const routes = item.routed_experts as string;
       expect(routes).toMatch(new RegExp(`^nrlre1:int8:${before.length + gen.token_ids.length}x3x2:[A-Za-z0-9+/]+=*$`));
       before = [...before, ...gen.token_ids];
@@ -137,9 +141,11 @@ describe('GymResults from generated rows', () => {
     for (const row of routerRows().slice(0, 40)) {
       const g = gymResultFromRow(row);
       const viaJson = parseJsonLine(formatJsonLine({ kind: 'gym_result', record: g }));
-      // The JSON form leaves absent optional fields out.
+      // The JSON form leaves absent optional fields out, and prints the typed arrays as lists: the same content.
       const present = Object.fromEntries(Object.entries(g).filter(([, v]) => v !== null));
-      expect(viaJson.kind === 'gym_result' ? viaJson.record : null).toEqual(present);
+      const fromJson = viaJson.kind === 'gym_result' ? (viaJson.record as GymResult) : null;
+      expect(fromJson && { ...fromJson, gym_result: normalizedGymColumns(fromJson.gym_result) }).toEqual(present);
+      expect(gymResultDigest(fromJson)).toBe(gymResultDigest(g));
       const viaAvro = codec.decodeBody(codec.encodeBody({ kind: 'gym_result', result: g }));
       expect(viaAvro).toEqual({ kind: 'gym_result', result: g });
       expect(generatedTurns(ingest((viaAvro as { result: GymResult }).result))).toEqual(generatedTurns(row));

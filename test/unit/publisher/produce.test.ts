@@ -56,6 +56,7 @@ describe('produce', () => {
     const rows = rowsOf(1);
     const { summary, got } = await produce(rows.map(gymLine), ['--format', 'gym-result']);
     expect(summary.rejected).toEqual([]);
+    // Token ids and logprobs come back as the typed arrays the loadgen result holds (binary columns).
     expect(got.map((r) => r.kind === 'gym_result' && r.result)).toEqual(rows.map(gymResultFromRow).map((g) => expect.objectContaining({ group_id: g.group_id, gym_result: g.gym_result })));
     for (const r of got) expect(r.partition).toBe(partitionForKey(r.key, PARTITIONS));
     expect(summary.stats.results).toBe(rows.length);

@@ -105,11 +105,11 @@ describe('RolloutPublisher', () => {
     expect(got!.kind === 'row' && Number.isNaN(got!.row.message_log[1]!.generation_logprobs![0])).toBe(true);
   });
 
-  test('publishResult sends a GymResult with typed arrays as lists and NaN as "NaN", leaving the caller object alone', async () => {
+  test('publishResult sends token ids and logprobs as binary columns (typed arrays or lists, NaN kept), other typed arrays as lists and NaN as "NaN", leaving the caller object alone', async () => {
     const { p, t } = publisher(4);
     const g = gymResultFromRow(sampleRows(1)[0]!);
     const item = ((g.gym_result.response as JsonObject).output as JsonObject[]).find((i) => i.generation_token_ids)!;
-    const tokens = item.generation_token_ids as number[];
+    const tokens = Array.from(item.generation_token_ids as unknown as Int32Array);
     const mine = structuredClone(g) as unknown as Record<string, unknown>;
     const myItem = (((mine.gym_result as JsonObject).response as JsonObject).output as JsonObject[]).find((i) => i.generation_token_ids)!;
     const lp = new Float32Array(tokens.length).fill(-0.5);
@@ -123,8 +123,8 @@ describe('RolloutPublisher', () => {
     expect(got!.kind).toBe('gym_result');
     const sent = ((got as { result: GymResult }).result.gym_result.response as JsonObject).output as JsonObject[];
     const sentItem = sent.find((i) => i.generation_token_ids)!;
-    expect(sentItem.generation_token_ids).toEqual(tokens);
-    expect(sentItem.generation_log_probs).toEqual([-0.5, 'NaN', ...Array(tokens.length - 2).fill(-0.5)]);
+    expect(sentItem.generation_token_ids).toEqual(Int32Array.from(tokens));
+    expect(sentItem.generation_log_probs).toEqual(Float64Array.from([-0.5, Number.NaN, ...Array(tokens.length - 2).fill(-0.5)]));
     expect(myItem.generation_log_probs).toBe(lp);
     expect(p.stats()).toMatchObject({ results: 1, rows: 0 });
     // Plain numbers too, anywhere in the two objects.
@@ -132,11 +132,15 @@ describe('RolloutPublisher', () => {
     const plainItem = (((plain.gym_result as JsonObject).response as JsonObject).output as JsonObject[]).find((i) => i.generation_token_ids)!;
     (plainItem as Record<string, unknown>).generation_log_probs = tokens.map((_, i) => (i === 0 ? Number.NaN : -1));
     (plain.gym_result as Record<string, unknown>).reward = -Infinity;
+    // Not int32 ids: stays in the JSON text, as a list.
+    (plainItem as Record<string, unknown>).prompt_token_ids = Float32Array.from([0.5, 1]);
     await p.publishResult(plain as unknown as GymResult);
     await p.flush();
     const second = (t.decoded()[1] as { result: GymResult }).result.gym_result;
     expect(second.reward).toBe('-Infinity');
-    expect((((second.response as JsonObject).output as JsonObject[]).find((i) => i.generation_token_ids)!.generation_log_probs as unknown[])[0]).toBe('NaN');
+    const secondItem = ((second.response as JsonObject).output as JsonObject[]).find((i) => i.generation_token_ids)!;
+    expect(Number.isNaN((secondItem.generation_log_probs as unknown as Float64Array)[0])).toBe(true);
+    expect(secondItem.prompt_token_ids).toEqual([0.5, 1]);
     expect(Number.isNaN(((plainItem.generation_log_probs as number[])[0]))).toBe(true);
   });
 
