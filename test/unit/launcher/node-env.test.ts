@@ -243,15 +243,16 @@ describe('scripts/node-env.sh', () => {
 });
 
 describe('the Node version is named once per place', () => {
-  test('.nvmrc, engines, the pinned Node and the compose image agree on Node 24', () => {
+  test('.nvmrc, engines, the pinned Node and the image\'s default base agree on Node 24', () => {
     const nvmrc = readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim();
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } };
     const pinned = /^NODE_VERSION=(\d+)\./m.exec(SCRIPT)?.[1];
     const min = /^NODE_MIN=(\S+)$/m.exec(SCRIPT)?.[1];
-    const compose = /image: node:(\d+)-/.exec(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'))?.[1];
+    // docker-compose.yml runs the project's image; its Node comes from the Dockerfile's default base.
+    const base = /^ARG BASE=\S*node:(\d+)-/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
     expect(nvmrc).toBe('24');
     expect(pinned).toBe(nvmrc);
-    expect(compose).toBe(nvmrc);
+    expect(base).toBe(nvmrc);
     expect(pkg.engines.node).toBe(`>=${nvmrc} || ^${min}`);
   });
 });
