@@ -72,9 +72,13 @@ class WireColumns:
 _BOOLS = (bool, np.bool_)
 
 
-def _no_bools(values: Any, packed: np.ndarray) -> bool:
-    """No bool among ``values``: a bool packs as 0 or 1, so only those places are looked at."""
-    suspects = np.flatnonzero((packed == 0) | (packed == 1))
+def _no_bools(values: Any, data: bytes, dtype: str) -> bool:
+    """No bool among ``values`` (``data``: their packed bytes): a bool packs as 0 or 1, so only those places are looked at."""
+    if dtype == "<i4":
+        suspects = np.flatnonzero(np.frombuffer(data, "<u4") <= 1)  # 0 and 1 (negative ids are large unsigned)
+    else:
+        packed = np.frombuffer(data, dtype)
+        suspects = np.flatnonzero((packed == 0) | (packed == 1))
     return not any(type(values[i]) in _BOOLS for i in suspects.tolist())
 
 
@@ -84,7 +88,7 @@ def _pack(fmt: str, values: Any, dtype: str) -> bytes | None:
         data = struct.pack(f"<{len(values)}{fmt}", *values)
     except (struct.error, OverflowError, TypeError, ValueError):
         return None
-    return data if _no_bools(values, np.frombuffer(data, dtype)) else None
+    return data if _no_bools(values, data, dtype) else None
 
 
 def _torch(v: Any) -> bool:
