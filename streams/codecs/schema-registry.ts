@@ -85,10 +85,10 @@ export class SchemaRegistryClient {
   readonly url: string;
 
   constructor(options: RegistryOptions) {
-    this.url = options.url.replace(/\/+$/, '');
-    this.headers = options.auth
-      ? { authorization: `Basic ${Buffer.from(`${options.auth.username}:${options.auth.password}`).toString('base64')}` }
-      : {};
+    const { url, userInfo } = splitUserInfo(options.url);
+    this.url = url;
+    const auth = options.auth ?? userInfo;
+    this.headers = auth ? { authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}` } : {};
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.registerAttempts = options.registerAttempts ?? DEFAULT_REGISTER_ATTEMPTS;
     this.registerWaitMs = options.registerWaitMs ?? 0;
@@ -97,7 +97,7 @@ export class SchemaRegistryClient {
     this.log = options.log ?? ((m) => void process.stderr.write(`${new Date().toISOString()} warn ${m}\n`));
     this.client = new SchemaRegistry({
       host: this.url,
-      ...(options.auth ? { auth: options.auth } : {}),
+      ...(auth ? { auth } : {}),
       ...(options.agent ? { agent: options.agent } : {}),
       retry: { retries: 3 },
       middlewares: [requestTimeout(this.requestTimeoutMs) as never],
@@ -238,6 +238,28 @@ export class SchemaRegistryClient {
       return false;
     }
   }
+}
+
+/**
+ * The registry URL without a trailing slash and without user-info
+ * (`https://key:secret@host`, as Confluent Cloud's are sometimes written):
+ * fetch refuses URLs with credentials, and messages show the URL, so the
+ * credentials (percent-decoded) become basic auth instead. Any path stays:
+ * a Confluent Schema Registry's root (`http://host:8081`) and Apicurio's
+ * `/apis/ccompat/v7` both work.
+ */
+function splitUserInfo(raw: string): { url: string; userInfo: { username: string; password: string } | null } {
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    return { url: raw.replace(/\/+$/, ''), userInfo: null };
+  }
+  if (!parsed.username && !parsed.password) return { url: raw.replace(/\/+$/, ''), userInfo: null };
+  const userInfo = { username: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) };
+  parsed.username = '';
+  parsed.password = '';
+  return { url: parsed.href.replace(/\/+$/, ''), userInfo };
 }
 
 /** A mappersmith middleware giving every request of the client a timeout (the library sets none). */

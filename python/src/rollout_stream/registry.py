@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import weakref
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -24,7 +25,10 @@ def make_registry_client(url: str, conf: dict[str, Any] | None = None) -> Schema
     """A ``SchemaRegistryClient`` for ``url`` with short timeouts and few retries.
 
     Args:
-        url: Registry base URL (Apicurio's is ``.../apis/ccompat/v7``).
+        url: Registry base URL: a Confluent Schema Registry's root
+            (``https://host:8081``) or Apicurio's ``.../apis/ccompat/v7``; a
+            trailing slash does not matter, and user-info
+            (``https://key:secret@host``) is basic auth.
         conf: More confluent-kafka registry settings (``basic.auth.user.info``,
             ``ssl.ca.location``, ...); they override the defaults here and the
             credentials of ``$SCHEMA_REGISTRY_USERNAME``/``_PASSWORD``.
@@ -35,9 +39,19 @@ def make_registry_client(url: str, conf: dict[str, Any] | None = None) -> Schema
     return SchemaRegistryClient(settings)
 
 
+def display_url(url: str) -> str:
+    """``url`` as messages show it: without user-info (credentials) or a trailing slash."""
+    parts = []
+    for one in url.split(","):
+        s = urlsplit(one.strip())
+        host = s.netloc.rsplit("@", 1)[-1]
+        parts.append(urlunsplit((s.scheme, host, s.path, s.query, s.fragment)).rstrip("/"))
+    return ",".join(parts)
+
+
 def _client_url(client: Any) -> str:
     urls = getattr(getattr(client, "_rest_client", None), "base_urls", None)
-    return ",".join(urls) if urls else "<registry>"
+    return display_url(",".join(urls)) if urls else "<registry>"
 
 
 class SchemaResolver:
@@ -49,7 +63,7 @@ class SchemaResolver:
 
     def __init__(self, registry: SchemaRegistryClient | str) -> None:
         self.client = make_registry_client(registry) if isinstance(registry, str) else registry
-        self.url = registry if isinstance(registry, str) else _client_url(registry)
+        self.url = display_url(registry) if isinstance(registry, str) else _client_url(registry)
         self._parsed: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
