@@ -26,6 +26,8 @@
 #       KAFKA_IMAGE, REGISTRY_IMAGE, ROLLOUT_STREAM_IMAGE, TRAINER_IMAGE say
 #       otherwise), e.g. `image compose up -d`, `image compose logs trainer`.
 #   ./rollout-stream image name        prints the image's name (with the version)
+#   ./rollout-stream image can-run     status 0 when podman can be used here (present,
+#       or installable: root with apt-get); else 1 and the reason on stdout
 #   ./rollout-stream image podman ...  runs podman with the project's engine config
 #
 # podman, runc, debootstrap (and podman-compose for `compose`) are installed
@@ -49,18 +51,41 @@ CONF_DIR="$ROOT/.local/podman"
 
 usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 
-ensure_tools() {
-  local missing=() t
-  for t in podman runc debootstrap "$@"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
+# The tools of `build` (and "$@") that are not on PATH, into MISSING.
+missing_tools() {
+  MISSING=()
+  local t
+  for t in podman runc debootstrap "$@"; do command -v "$t" >/dev/null 2>&1 || MISSING+=("$t"); done
+}
+
+# Why podman cannot be used on this machine, or nothing: the tools are
+# here, or missing and installable (root, with apt-get). Status 1 with the
+# reason on stdout when they cannot be had.
+can_run() {
+  missing_tools
+  [[ ${#MISSING[@]} -eq 0 ]] && return 0
   if [[ $(id -u) -ne 0 ]]; then
-    die "missing ${missing[*]}; install them with: sudo apt-get install -y ${missing[*]}"
+    echo "${MISSING[*]} missing, and not root to install them (sudo apt-get install -y ${MISSING[*]})"
+    return 1
   fi
-  command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get here: install them with your package manager"
-  log "installing ${missing[*]} from Debian's packages (apt-get)…"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "${MISSING[*]} missing, and no apt-get here to install them (use your package manager)"
+    return 1
+  fi
+  return 0
+}
+
+ensure_tools() {
+  missing_tools "$@"
+  [[ ${#MISSING[@]} -eq 0 ]] && return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    die "missing ${MISSING[*]}; install them with: sudo apt-get install -y ${MISSING[*]}"
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "missing ${MISSING[*]} and no apt-get here: install them with your package manager"
+  log "installing ${MISSING[*]} from Debian's packages (apt-get)…"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${MISSING[@]}" >&2; then
     DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${MISSING[@]}" >&2
   fi
 }
 
@@ -231,7 +256,8 @@ case "$cmd" in
   build-compose) build_compose "$@" ;;
   compose) compose "$@" ;;
   name) echo "$IMAGE" ;;
+  can-run) can_run ;;
   podman) ensure_tools; engine_config; exec podman "$@" ;;
   ""|-h|--help|help) usage ;;
-  *) die "unknown image command '$cmd' (build | build-compose | compose | name | podman; see ./rollout-stream image --help)" ;;
+  *) die "unknown image command '$cmd' (build | build-compose | compose | name | can-run | podman; see ./rollout-stream image --help)" ;;
 esac

@@ -89,9 +89,15 @@ fi
 # The container image builds in the background too (podman from Debian's
 # packages; ~4 min the first time, mostly downloads); its tier runs after the
 # integration tests. RS_SKIP_IMAGE=1 leaves it out (say why in the run's log).
+# Where podman cannot be had (not installed, and not root or no apt-get to
+# install it), the image and Kubernetes tests are skipped, saying so; where
+# it can, a build that fails fails the run.
 image_pid=""
+image_skip=""
 IMAGE_LOG="$RESULTS/image-build.log"
-if [[ $UNIT_ONLY == 0 && "${RS_SKIP_IMAGE:-0}" != 1 ]]; then
+# (can-run failing without a reason is no reason: the build then runs and says why.)
+if [[ $UNIT_ONLY == 0 && "${RS_SKIP_IMAGE:-0}" != 1 ]]; then image_skip="$(scripts/image.sh can-run)" || true; fi
+if [[ $UNIT_ONLY == 0 && "${RS_SKIP_IMAGE:-0}" != 1 && -z "$image_skip" ]]; then
   step "container image (building in the background until the image tests)"
   # Then docker-compose.yml's other images (test/image/compose.test.ts builds them again, layer-cached).
   { scripts/image.sh build && { scripts/image.sh build-compose || echo "[image] build-compose failed (the compose test tries again)"; }; } >"$IMAGE_LOG" 2>&1 &
@@ -138,6 +144,9 @@ if [[ -n "$image_pid" ]]; then
   else
     cat "$IMAGE_LOG"; echo "the container image did not build (log above)" >&2; failed=1
   fi
+elif [[ -n "$image_skip" ]]; then
+  step "container image tests"
+  echo "container image and Kubernetes tests skipped: podman cannot be used on this machine: $image_skip"
 elif [[ $UNIT_ONLY == 0 ]]; then
   echo "container image tests skipped: RS_SKIP_IMAGE=1"
 fi
