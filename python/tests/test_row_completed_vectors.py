@@ -25,7 +25,7 @@ from rollout_stream import row_encoder, row_json
 from vector_content import assert_same, content
 
 VECTORS = REPO_ROOT / "test" / "vectors" / "row-completed"
-TS_NAMES = ["row-multi-turn", "row-minimal", "gym-result", "batch-end"]
+TS_NAMES = ["row-multi-turn", "row-minimal", "gym-result", "gym-result-v2", "gym-result-v2-routes", "batch-end"]
 
 
 @pytest.mark.parametrize("name", TS_NAMES)
@@ -79,3 +79,12 @@ def test_the_checked_in_python_vectors_say_what_the_publisher_sends_today(built,
     assert_same(json.loads(text), json.loads((VECTORS / f"{name}.json").read_text(encoding="utf-8")))
     # and the JSON description publishes the same content again
     assert_same(content(row_encoder.encode(row_json.wire_from_json(json.loads(text)), 1)), json.loads(text))
+
+
+@pytest.mark.parametrize("name", ["gym-result-v2", "gym-result-v2-routes"])
+def test_the_python_encoder_writes_the_typescript_columns_exactly(name):
+    obj = json.loads((VECTORS / f"{name}.json").read_text(encoding="utf-8"))
+    _, _, ours = row_json.decode(row_encoder.encode(row_json.wire_from_json(obj), 1))
+    _, _, theirs = row_json.decode((VECTORS / f"{name}.avro").read_bytes())
+    assert theirs["columns"], f"{name} has no columns"
+    assert ours["columns"] == theirs["columns"]  # the same values moved, in the same entries, with the same bytes
