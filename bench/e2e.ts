@@ -328,6 +328,11 @@ export function parseByteSize(text: string, flag: string): number {
   return n;
 }
 
+/** A ratio with three decimals; one too small for them (a smoke run on a busy machine) shows six decimals instead of printing 0.000. */
+function ratioText(r: number): string {
+  return r > 0 && r < 0.0005 ? r.toFixed(6) : r.toFixed(3);
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -655,7 +660,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   lines.push(
     `broker raw         ${raw.toFixed(1)} MB/s (ProducerPerformance, ${avgRecord}-byte records, acks=all)`,
-    `ratio e2e/raw: ${(mbps / (raw / 4)).toFixed(3)}`,
+    `ratio e2e/raw: ${ratioText(mbps / (raw / 4))}`,
   );
   if (typeof written === 'string') {
     lines.push(`write amplification: n/a (log sizes unreadable: ${written})`);
@@ -663,7 +668,7 @@ export async function main(argv: string[]): Promise<number> {
     const total = [...written.values()].reduce((a, b) => a + b, 0);
     lines.push(`bytes by topic     ${topicBytes(written, prefix, bytes)}`, `write amplification: ${(total / Math.max(1, bytes)).toFixed(2)}`);
   }
-  lines.push(`ratio rows/raw: ${(mbps / raw).toFixed(3)}`);
+  lines.push(`ratio rows/raw: ${ratioText(mbps / raw)}`);
   if (killed) {
     // Longest stretch without a packed record from the kill to the last record.
     const after = [killed.at, ...arrivals.filter((t) => t > killed.at)].sort((a, b) => a - b);
