@@ -171,7 +171,8 @@ export class ChunkedGroupSource implements GroupSource {
     const p = b.partition;
     const st = this.state(p);
     if (st.reassembler === null) {
-      this.inner.release(b, st.restart?.offset ?? b.records[0]!.offset);
+      // Only the committed-offset lookup can fail here (a known restart asks nothing).
+      this.inner.release(b, b.records[0]!.offset);
       return;
     }
     const restart = st.position !== null ? { offset: st.position, trusted: st.positionTrusted } : { offset: b.records[0]!.offset, trusted: false };

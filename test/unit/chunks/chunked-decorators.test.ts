@@ -33,8 +33,8 @@ async function cluster(): Promise<{ c: MemoryCluster; a: Buffer }> {
   return { c, a };
 }
 
-async function started(c: MemoryCluster): Promise<ChunkedGroupSource> {
-  const s = new ChunkedGroupSource(c.source({ groupId: 'g', topic: TOPIC, maxRecords: 2 }), { ...OPTIONS, groupId: 'g', topic: TOPIC, admin: () => c.admin() });
+async function started(c: MemoryCluster, admin: () => ReturnType<MemoryCluster['admin']> = () => c.admin()): Promise<ChunkedGroupSource> {
+  const s = new ChunkedGroupSource(c.source({ groupId: 'g', topic: TOPIC, maxRecords: 2 }), { ...OPTIONS, groupId: 'g', topic: TOPIC, admin });
   await s.start({ onAssigned: async () => undefined, onRevoked: async () => undefined, onLost: () => undefined });
   return s;
 }
@@ -51,17 +51,25 @@ async function pollAll(s: ChunkedGroupSource, release: (b: FetchedBatch) => stri
   return got;
 }
 
+/** Every record handed on while each batch is released whole. */
+const readWhole = async (s: ChunkedGroupSource) => (await pollAll(s, (b) => b.records.at(-1)!.next!)).flatMap((b) => b.records);
+
+/** The cluster's W0, A and W1, whole, at their first offsets with their next. */
+function expectWholeRecords(got: FetchedBatch['records'], a: Buffer): void {
+  expect(got.map((r) => [r.key!.toString(), r.offset, r.next])).toEqual([
+    ['w0', '0', '1'],
+    ['a', '1', '4'],
+    ['w1', '4', '5'],
+  ]);
+  expect(got[1]!.value!.equals(a)).toBe(true);
+}
+
 describe('ChunkedGroupSource', () => {
   test('hands on whole records at their first offsets with their next, across inner batches of two records', async () => {
     const { c, a } = await cluster();
     const s = await started(c);
-    const got = (await pollAll(s, (b) => b.records.at(-1)!.next!)).flatMap((b) => b.records);
-    expect(got.map((r) => [r.key!.toString(), r.offset, r.next])).toEqual([
-      ['w0', '0', '1'],
-      ['a', '1', '4'],
-      ['w1', '4', '5'],
-    ]);
-    expect(got[1]!.value!.equals(a)).toBe(true);
+    const got = await readWhole(s);
+    expectWholeRecords(got, a);
     expect(got[1]!.chunk).toEqual({ kind: 'record', lastOffset: '3', chunks: 3 });
     expect(got[1]!.headers.batch_id!.toString()).toBe('b1');
     await s.stop();
@@ -85,16 +93,9 @@ describe('ChunkedGroupSource', () => {
         },
       });
     };
-    const s = new ChunkedGroupSource(c.source({ groupId: 'g', topic: TOPIC, maxRecords: 2 }), { ...OPTIONS, groupId: 'g', topic: TOPIC, admin });
-    await s.start({ onAssigned: async () => undefined, onRevoked: async () => undefined, onLost: () => undefined });
+    const s = await started(c, admin);
     await expect(s.poll(20)).rejects.toThrow('ECONNREFUSED');
-    const got = (await pollAll(s, (b) => b.records.at(-1)!.next!)).flatMap((b) => b.records);
-    expect(got.map((r) => [r.key!.toString(), r.offset, r.next])).toEqual([
-      ['w0', '0', '1'],
-      ['a', '1', '4'],
-      ['w1', '4', '5'],
-    ]);
-    expect(got[1]!.value!.equals(a)).toBe(true);
+    expectWholeRecords(await readWhole(s), a);
     await s.stop();
   });
 
